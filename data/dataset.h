@@ -1,0 +1,58 @@
+/* Datasets in memory and the batcher that feeds the trainer.
+ *
+ * Images are kept as uint8 NHWC (what the files hold: 4x fewer bytes than float); a batch is
+ * assembled by gathering the epoch's shuffled indices, augmenting (pad + random crop, horizontal
+ * flip) and normalising into float32 NHWC. */
+#ifndef CT_DATASET_H
+#define CT_DATASET_H
+
+#include <stdint.h>
+#include "../engine/config.h"
+
+typedef struct ct_dataset {
+    uint8_t *images;   /* (count, h, w, c) */
+    uint8_t *labels;   /* (count) */
+    long count;
+    ct_shape shape;
+    int classes;       /* 1 + the largest label (10 for the formats here) */
+} ct_dataset;
+
+/* IDX images (magic 0x00000803) and labels (0x00000801), raw or gzip (detected by content).
+ * Errors name the file: missing, truncated, wrong magic, count mismatch, label >= 256. */
+ct_status ct_idx_load(ct_dataset *ds, const char *images_path, const char *labels_path, long limit, ct_err *err);
+/* Reads only the image header (for shapes without loading). */
+ct_status ct_idx_probe(const char *images_path, ct_shape *shape, ct_err *err);
+/* CIFAR-10 binary batches: records of 1 label byte + 3072 bytes (3 planes of 32x32, CHW in the
+ * file, converted to HWC here). `paths` is a comma list of files or one folder holding
+ * data_batch_1.bin .. data_batch_5.bin (or test_batch.bin when `test` is set). */
+ct_status ct_cifar10_load(ct_dataset *ds, const char *paths, int test, long limit, ct_err *err);
+/* Deterministic synthetic data: each class has a random template image; samples are the
+ * template plus noise, so a network can learn it. */
+ct_status ct_synthetic_make(ct_dataset *ds, ct_shape shape, int classes, long count, uint64_t seed);
+void ct_dataset_free(ct_dataset *ds);
+
+/* Loads train and test sets as the config says. test->count is 0 when there is no test set. */
+ct_status ct_data_load(const ct_data_config *dc, uint64_t seed, ct_dataset *train, ct_dataset *test, ct_err *err);
+/* The per-sample input shape and class count, without loading everything. */
+ct_status ct_data_probe(const ct_data_config *dc, ct_shape *shape, int *classes, ct_err *err);
+
+typedef struct ct_augment {
+    int crop_pad;      /* pad by this many zero pixels, then crop back at a random offset */
+    int flip;          /* horizontal flip with probability 1/2 */
+    float mean[CT_MAX_CHANNELS], std[CT_MAX_CHANNELS];  /* per channel, after scaling to [0,1] */
+} ct_augment;
+
+void ct_augment_from_config(ct_augment *aug, const ct_data_config *dc, int channels);
+
+/* Builds one batch.
+ * x: (n, h, w, c) float32 out; y: (n) int32 out.
+ * indices: which samples; `augment_seed` makes crops and flips a pure function of
+ * (seed, sample position in epoch), so batches do not depend on threads. Passing aug->crop_pad 0
+ * and flip 0 (evaluation) only normalises. */
+void ct_make_batch(const ct_dataset *ds, const long *indices, int n, const ct_augment *aug,
+                   int augmenting, uint64_t augment_seed, float *x, int32_t *y);
+
+/* Fisher-Yates permutation of 0..count-1 from (seed, epoch). */
+void ct_shuffle_indices(long *indices, long count, uint64_t seed, int epoch);
+
+#endif

@@ -1,0 +1,116 @@
+/* The ini reader and the typed configuration (DESIGN.md, "Config format").
+ *
+ * Two stages, so that --set overrides land before validation:
+ *   ct_ini_parse   text -> sections and key/value entries with line numbers (syntax errors);
+ *   ct_ini_set     one "section.key" override (line 0, named "--set section.key" in messages);
+ *   ct_config_load ct_ini -> ct_config: unknown sections/keys (with the nearest valid key
+ *                  suggested), missing required keys, bad numbers, unknown enum values,
+ *                  duplicate layer names, unknown input references; every error names FILE:LINE.
+ * Shapes are checked later, by the network builder, with the layer's line. */
+#ifndef CT_CONFIG_H
+#define CT_CONFIG_H
+
+#include "status.h"
+#include "types.h"
+
+typedef struct ct_ini_entry {
+    char *key;
+    char *value;
+    int line;        /* 0 for a --set override */
+} ct_ini_entry;
+
+typedef struct ct_ini_section {
+    char *name;
+    int line;
+    ct_ini_entry *entries;
+    int n_entries, cap_entries;
+} ct_ini_section;
+
+typedef struct ct_ini {
+    char *file;      /* name used in messages */
+    ct_ini_section *sections;
+    int n_sections, cap_sections;
+} ct_ini;
+
+/* Parses `text` (LF or CRLF; `#` and `;` comments, also inline after whitespace). Duplicate
+ * section names or duplicate keys in a section are errors. On failure `ini` is left freeable. */
+ct_status ct_ini_parse(ct_ini *ini, const char *text, const char *file, ct_err *err);
+/* Sets section.key = value, replacing an existing entry or adding one (the section must exist,
+ * except [data] and [train] which are created). */
+ct_status ct_ini_set(ct_ini *ini, const char *section_dot_key, const char *value, ct_err *err);
+void ct_ini_free(ct_ini *ini);
+
+#define CT_MAX_NAME 64
+#define CT_MAX_INPUTS 2
+#define CT_MAX_CHANNELS 4
+
+typedef struct ct_data_config {
+    ct_data_format format;
+    /* Paths resolved against the config file's folder (absolute paths kept). For cifar10 `train`
+     * may list several files separated by commas or name a folder holding data_batch_1..5.bin;
+     * labels are inside the files there. NULL when absent. */
+    char *train, *train_labels, *test, *test_labels;
+    float mean[CT_MAX_CHANNELS], std[CT_MAX_CHANNELS];
+    int n_normalize;         /* channels given in `normalize` (0: none; 1 applies to all) */
+    int crop_pad;            /* augment crop:N, 0 = off */
+    int flip;                /* augment flip */
+    ct_shape shape;          /* synthetic: h, w, c */
+    int classes;             /* synthetic: number of classes */
+    long count, test_count;  /* synthetic: samples */
+    long train_limit, test_limit;  /* use only the first N samples, 0 = all */
+    int line;                /* line of [data], for messages */
+} ct_data_config;
+
+typedef struct ct_train_config {
+    int epochs;
+    int batch;
+    ct_optimizer optimizer;
+    float learning_rate;
+    float momentum;          /* momentum optimizer */
+    int nesterov;
+    float beta1, beta2, epsilon;
+    float weight_decay;      /* L2 for sgd/momentum/adam, decoupled for adamw */
+    ct_schedule schedule;
+    float step_size;         /* epochs between decays (step) */
+    float gamma;             /* decay factor (step) */
+    float warmup;            /* epochs of linear warm-up */
+    float min_lr;            /* floor of the cosine schedule */
+    ct_precision precision;
+    char devices[64];        /* "cpu", "all", or a comma list of ordinals */
+    int graph;               /* 1 on, 0 off, -1 auto (on for CUDA) */
+    uint64_t seed;
+    int threads;             /* CPU threads, 0 = all cores */
+    int line;
+} ct_train_config;
+
+typedef struct ct_layer_config {
+    char name[CT_MAX_NAME];
+    ct_layer_type type;
+    int line;                /* line of the section header */
+    char inputs[CT_MAX_INPUTS][CT_MAX_NAME];
+    int n_inputs;            /* 0 = the previous layer (or the data for the first layer) */
+    int inputs_line;
+    ct_activation activation;
+    int units;               /* dense */
+    int filters, size, stride;   /* conv2d; pools use size and stride (stride 0 = size) */
+    ct_padding padding;
+    int bias;                /* dense, conv2d: 1 on */
+    ct_init init;
+    int global;              /* avgpool/maxpool over the whole plane */
+    float rate;              /* dropout */
+    float momentum, epsilon; /* batchnorm */
+} ct_layer_config;
+
+typedef struct ct_config {
+    char *file;              /* as given */
+    char *dir;               /* folder of file, for relative paths */
+    ct_data_config data;
+    ct_train_config train;
+    ct_layer_config *layers;
+    int n_layers;
+} ct_config;
+
+ct_status ct_config_load(ct_config *cfg, const ct_ini *ini, ct_err *err);
+void ct_config_free(ct_config *cfg);
+
+#endif

@@ -1,0 +1,113 @@
+/* The CPU backend's kernels: plain functions over float32 NHWC buffers, the reference every
+ * other backend is tested against.
+ *
+ * Conventions:
+ *  - activations are NHWC; dense weights are (out, in) row-major as in PyTorch's Linear;
+ *    conv weights are (F, KH, KW, C), cuDNN's NHWC filter layout.
+ *  - every backward ADDS into its gradient outputs (dx, dw, db, ...): the trainer zeroes them once
+ *    per step, so a layer read by several others accumulates correctly. A NULL dx skips it.
+ *  - nothing here allocates; workspaces are passed in. OpenBLAS does matrix products, OpenMP the
+ *    rest. */
+#ifndef CT_CPU_OPS_H
+#define CT_CPU_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../types.h"
+
+/* ---- dense ---- */
+/* x: (n, k); w: (m, k); b: (m) or NULL; y: (n, m) = x w^T + b */
+void ct_cpu_dense_forward(const float *x, const float *w, const float *b, float *y, int n, int k, int m);
+/* dy: (n, m); dx: (n, k) += dy w; dw: (m, k) += dy^T x; db: (m) += column sums of dy (NULL: none) */
+void ct_cpu_dense_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                           float *db, int n, int k, int m);
+
+/* ---- conv2d (im2col + GEMM) ---- */
+typedef struct ct_conv_geom {
+    int n, h, w, c;          /* input */
+    int f, kh, kw, stride;   /* filters, kernel, stride */
+    int pad_t, pad_l;        /* zero padding before the first row/column (after is implied) */
+    int oh, ow;              /* output */
+} ct_conv_geom;
+
+/* Floats of workspace the conv functions need (im2col of the whole batch). */
+size_t ct_cpu_conv2d_workspace(const ct_conv_geom *g);
+/* x: (n, h, w, c); w: (f, kh, kw, c); b: (f) or NULL; y: (n, oh, ow, f); ws: workspace */
+void ct_cpu_conv2d_forward(const ct_conv_geom *g, const float *x, const float *w, const float *b,
+                           float *y, float *ws);
+/* dy: (n, oh, ow, f); dx += ..., dw += ..., db += ... (dx or db may be NULL) */
+void ct_cpu_conv2d_backward(const ct_conv_geom *g, const float *x, const float *w, const float *dy,
+                            float *dx, float *dw, float *db, float *ws);
+
+/* ---- pooling ---- */
+typedef struct ct_pool_geom {
+    int n, h, w, c;
+    int kh, kw, stride;
+    int pad_t, pad_l;
+    int oh, ow;
+} ct_pool_geom;
+
+/* x: (n, h, w, c); y: (n, oh, ow, c); argmax: (n, oh, ow, c) index of the max within its sample's
+ * (h, w, c) volume, for backward. Padding never wins. */
+void ct_cpu_maxpool_forward(const ct_pool_geom *g, const float *x, float *y, int32_t *argmax);
+void ct_cpu_maxpool_backward(const ct_pool_geom *g, const float *dy, const int32_t *argmax, float *dx);
+/* Average over the window's cells inside the input (padding not counted). */
+void ct_cpu_avgpool_forward(const ct_pool_geom *g, const float *x, float *y);
+void ct_cpu_avgpool_backward(const ct_pool_geom *g, const float *dy, float *dx);
+
+/* ---- batch norm: statistics per channel over rows = n*h*w ---- */
+/* x, y: (rows, c); gamma, beta: (c); save_mean, save_invstd: (c) out, kept for backward;
+ * running stats updated as run = (1 - momentum) * run + momentum * batch (unbiased variance),
+ * PyTorch's convention. */
+void ct_cpu_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
+                                    float *save_mean, float *save_invstd, float *run_mean,
+                                    float *run_var, int rows, int c, float momentum, float eps);
+/* y = gamma (x - run_mean) / sqrt(run_var + eps) + beta */
+void ct_cpu_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
+                                   const float *run_mean, const float *run_var, float *y, int rows,
+                                   int c, float eps);
+/* dy: (rows, c); dx += ...; dgamma, dbeta: (c) += ... */
+void ct_cpu_batchnorm_backward(const float *x, const float *gamma, const float *dy,
+                               const float *save_mean, const float *save_invstd, float *dx,
+                               float *dgamma, float *dbeta, int rows, int c);
+
+/* ---- elementwise ---- */
+/* y = act(x), n elements; y may equal x */
+void ct_cpu_activation_forward(ct_activation act, const float *x, float *y, size_t n);
+/* dx += dy * act'(x); x is the activation's input, y its output (either may be used) */
+void ct_cpu_activation_backward(ct_activation act, const float *x, const float *y, const float *dy,
+                                float *dx, size_t n);
+/* Adds b to each row: y (rows, c) += b (c) */
+void ct_cpu_add_bias(float *y, const float *b, size_t rows, int c);
+/* y = a + b */
+void ct_cpu_add_forward(const float *a, const float *b, float *y, size_t n);
+/* dx += dy */
+void ct_cpu_accumulate(const float *dy, float *dx, size_t n);
+
+/* Inverted dropout: keep element i when ct_uniform(seed, stream, i) >= rate, scale kept by
+ * 1/(1-rate). mask: (n) 1 kept, 0 dropped. */
+void ct_cpu_dropout_forward(const float *x, float *y, uint8_t *mask, size_t n, float rate,
+                            uint64_t seed, uint64_t stream);
+/* dx += dy * mask / (1 - rate) */
+void ct_cpu_dropout_backward(const float *dy, const uint8_t *mask, float *dx, size_t n, float rate);
+
+/* ---- loss ---- */
+/* logits: (n, k); labels: (n); dlogits: (n, k) = (softmax - onehot) * grad_scale (overwritten,
+ * may be NULL); returns the summed loss; *correct gets the count of argmax == label. */
+double ct_cpu_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int n, int k,
+                           float grad_scale, long *correct);
+
+/* ---- optimizers over one flat buffer ---- */
+/* SGD with optional (heavy-ball or Nesterov) momentum and L2 weight decay folded into the
+ * gradient, PyTorch's torch.optim.SGD. vel may be NULL when momentum is 0. */
+void ct_cpu_sgd_step(float *w, const float *g, float *vel, size_t n, float lr, float momentum,
+                     int nesterov, float weight_decay);
+/* Adam (decoupled = 0, weight decay as L2 added to the gradient, torch.optim.Adam) or AdamW
+ * (decoupled = 1, w -= lr * wd * w, torch.optim.AdamW). t: the step number, from 1. */
+void ct_cpu_adam_step(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                      float beta2, float eps, float weight_decay, int decoupled, long t);
+
+/* 1 if all n values are finite */
+int ct_cpu_all_finite(const float *x, size_t n);
+
+#endif

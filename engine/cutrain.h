@@ -1,0 +1,122 @@
+/* cutrain: a C/CUDA training engine for dense and convolutional networks.
+ *
+ * The public API is a handle, status codes and a per-handle message, in the manner of SQLite:
+ *
+ *     ct_net *net = NULL;
+ *     if (ct_open_file("net.ini", &net) != CT_OK) { fprintf(stderr, "%s\n", ct_errmsg(net)); ... }
+ *     ct_set(net, "train.epochs", "3");
+ *     ct_fit(net, &callbacks);
+ *     ct_evaluate(net, &result);
+ *     ct_close(net);
+ *
+ * The library never prints, exits or aborts; handles share no state, so two handles in one
+ * process train independently. ct_open_* always store a handle (unless memory runs out), so the
+ * message of a failed open can be read before ct_close. */
+#ifndef CUTRAIN_H
+#define CUTRAIN_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CT_VERSION_STRING "0.1.0"
+
+typedef enum ct_status {
+    CT_OK = 0,
+    CT_ERR_USAGE,    /* bad argument to an API call or bad flag */
+    CT_ERR_CONFIG,   /* bad config text, key, value or shape */
+    CT_ERR_IO,       /* a file could not be opened, read or written */
+    CT_ERR_DATA,     /* a data file is malformed, truncated or inconsistent */
+    CT_ERR_NOMEM,    /* an allocation failed */
+    CT_ERR_BACKEND,  /* the compute backend failed or is unavailable */
+    CT_ERR_NUMERIC,  /* the loss or an activation became non-finite */
+    CT_ERR_STOPPED,  /* a callback asked to stop */
+    CT_ERR_INTERNAL
+} ct_status;
+
+typedef struct ct_net ct_net;
+
+/* Per-epoch figures passed to the epoch callback. Test figures are negative when the data has no
+ * test set. */
+typedef struct ct_epoch_stats {
+    int epoch;              /* 1-based */
+    int epochs;
+    long step;              /* optimizer steps taken so far */
+    double loss;            /* mean training loss over the epoch */
+    double train_accuracy;  /* over the epoch's training batches, as seen while training */
+    double test_loss;
+    double test_accuracy;
+    double images_per_s;    /* training images per second of the epoch's train loop */
+    double seconds;         /* wall-clock seconds of the epoch, evaluation included */
+    double learning_rate;   /* at the epoch's last step */
+} ct_epoch_stats;
+
+/* Progress within an epoch, passed to the step callback every `step_every` steps and at the
+ * epoch's last step. */
+typedef struct ct_progress {
+    int epoch, epochs;
+    long step_in_epoch, steps_per_epoch;
+    double loss, accuracy;  /* running means over the epoch so far */
+    double images_per_s;
+    double seconds;         /* since the epoch started */
+} ct_progress;
+
+/* A callback returns 0 to go on, non-zero to stop training (ct_fit then returns CT_ERR_STOPPED). */
+typedef struct ct_callbacks {
+    int (*on_epoch)(const ct_epoch_stats *stats, void *user);
+    int (*on_step)(const ct_progress *progress, void *user);
+    long step_every;        /* 0: every 20 steps */
+    void *user;
+} ct_callbacks;
+
+typedef struct ct_eval_result {
+    double loss;
+    double accuracy;
+    long images;
+} ct_eval_result;
+
+typedef struct ct_layer_info {
+    const char *name;
+    const char *type;       /* "dense", "conv2d", ... */
+    int h, w, c;            /* output shape per sample, NHWC */
+    long params;            /* trainable parameters */
+    double flops;           /* forward FLOPs per sample (a multiply-add counts 2) */
+    long activation_bytes;  /* bytes per sample kept for backward */
+} ct_layer_info;
+
+const char *ct_version(void);
+const char *ct_status_name(ct_status status);
+
+/* Parses the ini file (syntax only: sections, keys, duplicates); values are checked by
+ * ct_prepare so that ct_set overrides can come first. */
+ct_status ct_open_file(const char *path, ct_net **out);
+/* `name` is used in messages and relative paths resolve against the current directory. */
+ct_status ct_open_string(const char *text, const char *name, ct_net **out);
+void ct_close(ct_net *net);
+
+/* Overrides one key, as the command line's --set: ct_set(net, "train.batch", "128").
+ * Allowed until ct_prepare. */
+ct_status ct_set(ct_net *net, const char *section_dot_key, const char *value);
+
+/* Validates the config, loads the data, builds the network and allocates everything.
+ * ct_fit, ct_evaluate and the layer queries call it when it has not run. */
+ct_status ct_prepare(ct_net *net);
+
+ct_status ct_fit(ct_net *net, const ct_callbacks *callbacks);
+ct_status ct_evaluate(ct_net *net, ct_eval_result *result);
+
+int ct_layer_count(ct_net *net);                        /* -1 when not prepared */
+ct_status ct_layer_info_get(ct_net *net, int index, ct_layer_info *info);
+const char *ct_backend_name(const ct_net *net);        /* "cpu" once prepared */
+/* Why that backend was chosen, e.g. "devices = all but no CUDA device is present". */
+const char *ct_backend_reason(const ct_net *net);
+int ct_batch_size(const ct_net *net);
+long ct_train_images(const ct_net *net);
+
+/* The message of the last failure on this handle ("" when none). Safe on NULL. */
+const char *ct_errmsg(const ct_net *net);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,50 @@
+/* Small enums and shapes shared by config, layers, backends and tools. */
+#ifndef CT_TYPES_H
+#define CT_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Per-sample shape of an activation, NHWC order; a flat vector is (1, 1, C). */
+typedef struct ct_shape {
+    int h, w, c;
+} ct_shape;
+
+static inline size_t ct_shape_size(ct_shape s) { return (size_t)s.h * s.w * s.c; }
+
+typedef enum ct_activation {
+    CT_ACT_LINEAR = 0,
+    CT_ACT_RELU,
+    CT_ACT_LEAKY,   /* slope 0.1 for x < 0, as in Darknet */
+    CT_ACT_SIGMOID,
+    CT_ACT_TANH,
+    CT_ACT_GELU,    /* exact erf form, as PyTorch's default */
+    CT_ACT_COUNT
+} ct_activation;
+
+#define CT_LEAKY_SLOPE 0.1f
+
+typedef enum ct_layer_type {
+    CT_LAYER_DENSE = 0,
+    CT_LAYER_CONV2D,
+    CT_LAYER_MAXPOOL,
+    CT_LAYER_AVGPOOL,
+    CT_LAYER_BATCHNORM,
+    CT_LAYER_DROPOUT,
+    CT_LAYER_FLATTEN,
+    CT_LAYER_ACTIVATION,
+    CT_LAYER_ADD,
+    CT_LAYER_TYPE_COUNT
+} ct_layer_type;
+
+typedef enum ct_padding { CT_PAD_VALID = 0, CT_PAD_SAME } ct_padding;
+typedef enum ct_init { CT_INIT_AUTO = 0, CT_INIT_HE, CT_INIT_GLOROT } ct_init;
+typedef enum ct_optimizer { CT_OPT_SGD = 0, CT_OPT_MOMENTUM, CT_OPT_ADAM, CT_OPT_ADAMW } ct_optimizer;
+typedef enum ct_schedule { CT_SCHED_CONSTANT = 0, CT_SCHED_STEP, CT_SCHED_COSINE } ct_schedule;
+typedef enum ct_precision { CT_PREC_FP32 = 0, CT_PREC_FP16 } ct_precision;
+typedef enum ct_data_format { CT_DATA_IDX = 0, CT_DATA_CIFAR10, CT_DATA_SYNTHETIC } ct_data_format;
+
+const char *ct_activation_name(ct_activation a);
+const char *ct_layer_type_name(ct_layer_type t);
+
+#endif
