@@ -1,0 +1,103 @@
+/* The batcher: gather samples, augment, normalise.
+ *
+ * Augmentation draws are a pure function of (augment_seed, i), i = the sample's index within the
+ * batch; the caller folds epoch and batch number into augment_seed. With
+ *     r    = ct_hash3(augment_seed, i, 0)
+ *     span = 2 * crop_pad + 1
+ *     dy   = (r & 0xffff) % span          row offset of the crop in the padded image
+ *     dx   = ((r >> 16) & 0xffff) % span  column offset
+ *     flip = (r >> 32) & 1                mirror the cropped window
+ * a batch is identical for any thread count, and on any backend that follows the same recipe.
+ * (The modulo bias of 16 bits over a span of a few pixels is below 0.1%.) */
+#include <string.h>
+
+#include "../engine/rng.h"
+#include "dataset.h"
+
+void ct_augment_from_config(ct_augment *aug, const ct_data_config *dc, int channels)
+{
+    memset(aug, 0, sizeof *aug);
+    aug->crop_pad = dc->crop_pad > 0 ? dc->crop_pad : 0;
+    aug->flip = dc->flip != 0;
+    for (int c = 0; c < CT_MAX_CHANNELS; c++) {
+        /* 0 values: identity; 1 value: every channel; otherwise one per channel (ct_data_load
+         * has checked n_normalize == channels; channels past the list fall back to identity). */
+        int src = dc->n_normalize == 1 ? 0 : c;
+        int given = dc->n_normalize == 1 || (c < dc->n_normalize && c < channels);
+        aug->mean[c] = given ? dc->mean[src] : 0.0f;
+        aug->std[c] = given && dc->std[src] > 0.0f ? dc->std[src] : 1.0f;
+    }
+}
+
+typedef struct crop_plan {
+    int dy, dx;   /* window origin in the padded image */
+    int flip;
+} crop_plan;
+
+static crop_plan plan_for(const ct_augment *aug, int augmenting, uint64_t seed, int i)
+{
+    crop_plan p = {0, 0, 0};
+    if (!augmenting)
+        return p;
+    uint64_t r = ct_hash3(seed, (uint64_t)i, 0);
+    if (aug->crop_pad > 0) {
+        uint64_t span = 2 * (uint64_t)aug->crop_pad + 1;
+        p.dy = (int)((r & 0xffff) % span);
+        p.dx = (int)(((r >> 16) & 0xffff) % span);
+    }
+    p.flip = aug->flip ? (int)((r >> 32) & 1) : 0;
+    return p;
+}
+
+// img: (h, w, c) uint8; out: (h, w, c) float32
+static void augment_one(const uint8_t *img, ct_shape s, int pad, crop_plan p, const float *scale,
+                        const float *bias, float *out)
+{
+    for (int y = 0; y < s.h; y++) {
+        int sy = y + p.dy - pad;   /* source row; outside the image it is padding */
+        for (int x = 0; x < s.w; x++) {
+            int sx = (p.flip ? s.w - 1 - x : x) + p.dx - pad;
+            int inside = sy >= 0 && sy < s.h && sx >= 0 && sx < s.w;
+            const uint8_t *src = inside ? img + ((size_t)sy * s.w + sx) * s.c : NULL;
+            float *dst = out + ((size_t)y * s.w + x) * s.c;
+            for (int c = 0; c < s.c; c++)
+                dst[c] = (float)(src ? src[c] : 0) * scale[c] + bias[c];   /* padding is pixel 0 */
+        }
+    }
+}
+
+// x: (n, h, w, c) float32; y: (n) int32
+void ct_make_batch(const ct_dataset *ds, const long *indices, int n, const ct_augment *aug,
+                   int augmenting, uint64_t augment_seed, float *x, int32_t *y)
+{
+    ct_shape s = ds->shape;
+    size_t size = ct_shape_size(s);
+    /* ((p / 255) - mean) / std folded into one multiply-add per pixel. */
+    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
+    for (int c = 0; c < CT_MAX_CHANNELS; c++) {
+        scale[c] = 1.0f / (255.0f * aug->std[c]);
+        bias[c] = -aug->mean[c] / aug->std[c];
+    }
+    int pad = augmenting ? aug->crop_pad : 0;
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++) {
+        long k = indices[i];
+        crop_plan p = plan_for(aug, augmenting, augment_seed, i);
+        augment_one(ds->images + (size_t)k * size, s, pad, p, scale, bias, x + (size_t)i * size);
+        y[i] = ds->labels[k];
+    }
+}
+
+void ct_shuffle_indices(long *indices, long count, uint64_t seed, int epoch)
+{
+    ct_rng rng = {ct_hash3(seed, 0x5348554646ULL /* "SHUFF" */, (uint64_t)epoch)};
+    for (long i = 0; i < count; i++)
+        indices[i] = i;
+    /* Fisher-Yates; the modulo bias of a 64-bit draw over count <= 2^31 is negligible. */
+    for (long i = count - 1; i > 0; i--) {
+        long j = (long)(ct_rng_next(&rng) % (uint64_t)(i + 1));
+        long t = indices[i];
+        indices[i] = indices[j];
+        indices[j] = t;
+    }
+}

@@ -1,0 +1,312 @@
+/* The public face: handles, status codes, per-handle messages (cutrain.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "handle.h"
+#ifdef CUTRAIN_HAVE_CUDA
+#include "cuda/cuda_device.h"
+#endif
+
+#define CT_MAX_CONFIG_BYTES (16L << 20)
+
+const char *ct_version(void)
+{
+    return CT_VERSION_STRING;
+}
+
+const char *ct_errmsg(const ct_net *net)
+{
+    if (!net)
+        return "out of memory (no handle)";
+    return net->err.msg;
+}
+
+ct_status ct_open_string(const char *text, const char *name, ct_net **out)
+{
+    if (!out)
+        return CT_ERR_USAGE;
+    ct_net *net = calloc(1, sizeof *net);
+    *out = net;
+    if (!net)
+        return CT_ERR_NOMEM;
+    if (!text)
+        net->open_status = ct_fail(&net->err, CT_ERR_USAGE, "ct_open_string: text is NULL");
+    else
+        net->open_status = ct_ini_parse(&net->ini, text, name ? name : "<string>", &net->err);
+    return net->open_status;
+}
+
+/* Reads a whole file; *text is NUL-terminated. */
+static ct_status read_file(const char *path, char **text, ct_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ct_fail(err, CT_ERR_IO, "cannot open config %s: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? 2 * cap : 8192;
+            char *grown = realloc(buf, cap);
+            if (!grown) {
+                free(buf);
+                fclose(f);
+                return ct_fail(err, CT_ERR_NOMEM, "out of memory reading %s", path);
+            }
+            buf = grown;
+        }
+        size_t got = fread(buf + len, 1, 4096, f);
+        len += got;
+        if (got < 4096)
+            break;
+        if ((long)len > CT_MAX_CONFIG_BYTES) {
+            free(buf);
+            fclose(f);
+            return ct_fail(err, CT_ERR_CONFIG, "%s: too large for a config file (over 16 MiB)", path);
+        }
+    }
+    int failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        free(buf);
+        return ct_fail(err, CT_ERR_IO, "error reading %s", path);
+    }
+    buf[len] = '\0';
+    if (memchr(buf, '\0', len)) {
+        free(buf);
+        return ct_fail(err, CT_ERR_CONFIG, "%s: not a text file (it holds NUL bytes)", path);
+    }
+    *text = buf;
+    return CT_OK;
+}
+
+ct_status ct_open_file(const char *path, ct_net **out)
+{
+    if (!out)
+        return CT_ERR_USAGE;
+    ct_net *net = calloc(1, sizeof *net);
+    *out = net;
+    if (!net)
+        return CT_ERR_NOMEM;
+    if (!path)
+        return net->open_status = ct_fail(&net->err, CT_ERR_USAGE, "ct_open_file: path is NULL");
+    char *text = NULL;
+    ct_status st = read_file(path, &text, &net->err);
+    if (st == CT_OK)
+        st = ct_ini_parse(&net->ini, text, path, &net->err);
+    free(text);
+    return net->open_status = st;
+}
+
+static void release_run(ct_net *net)
+{
+    ct_graph_free(&net->graph);
+    if (net->be)
+        net->be->ops->destroy(net->be);
+    net->be = NULL;
+    ct_dataset_free(&net->train);
+    ct_dataset_free(&net->test);
+    free(net->order);
+    free(net->eval_order);
+    free(net->host_x);
+    free(net->host_y);
+    net->order = net->eval_order = NULL;
+    net->host_x = NULL;
+    net->host_y = NULL;
+}
+
+void ct_close(ct_net *net)
+{
+    if (!net)
+        return;
+    release_run(net);
+    ct_config_free(&net->cfg);
+    ct_ini_free(&net->ini);
+    free(net);
+}
+
+ct_status ct_set(ct_net *net, const char *section_dot_key, const char *value)
+{
+    if (!net)
+        return CT_ERR_USAGE;
+    if (net->open_status != CT_OK)
+        return net->open_status;
+    if (!section_dot_key || !value)
+        return ct_fail(&net->err, CT_ERR_USAGE, "ct_set: key and value are required");
+    if (net->graph_built)
+        return ct_fail(&net->err, CT_ERR_USAGE, "ct_set %s: the network is already prepared; set keys before",
+                       section_dot_key);
+    return ct_ini_set(&net->ini, section_dot_key, value, &net->err);
+}
+
+ct_status ct_net_build_graph(ct_net *net)
+{
+    if (net->graph_built)
+        return CT_OK;
+    if (net->open_status != CT_OK)
+        return net->open_status;
+    ct_status st = ct_config_load(&net->cfg, &net->ini, &net->err);
+    if (st != CT_OK)
+        return st;
+    ct_shape shape;
+    int classes;
+    st = ct_data_probe(&net->cfg.data, &shape, &classes, &net->err);
+    if (st == CT_OK)
+        st = ct_graph_build(&net->graph, &net->cfg, shape, classes, &net->err);
+    if (st != CT_OK) {
+        ct_graph_free(&net->graph);
+        ct_config_free(&net->cfg);
+        return st;
+    }
+    net->graph_built = 1;
+    return CT_OK;
+}
+
+/* Picks the backend from `devices`; the reason is reported by the command. */
+static ct_status choose_backend(ct_net *net)
+{
+    const char *devices = net->cfg.train.devices;
+    ct_err *err = &net->err;
+    if (net->cfg.train.precision == CT_PREC_FP16)
+        return ct_fail_at(err, CT_ERR_CONFIG, net->cfg.file, net->cfg.train.line,
+                          "precision = fp16 is not available yet (it comes with the float16 path); use fp32");
+    if (strcmp(devices, "cpu") == 0) {
+        snprintf(net->backend_reason, sizeof net->backend_reason, "devices = cpu");
+    } else {
+#ifdef CUTRAIN_HAVE_CUDA
+        int count = 0;
+        char why[160] = "";
+        ct_cuda_devices(&count, why, sizeof why); /* a failure is a reason to use the CPU */
+        if (count > 0)
+            snprintf(net->backend_reason, sizeof net->backend_reason,
+                     "devices = %s: %d CUDA device(s) found, but the CUDA training backend is not "
+                     "complete yet, so the CPU trains", devices, count);
+        else
+            snprintf(net->backend_reason, sizeof net->backend_reason,
+                     "devices = %s: no CUDA device (%s)", devices, why);
+#else
+        snprintf(net->backend_reason, sizeof net->backend_reason,
+                 "devices = %s: this build has no CUDA backend", devices);
+#endif
+    }
+    return ct_cpu_backend_create(&net->be, err);
+}
+
+static ct_status allocate_host(ct_net *net)
+{
+    int batch = net->graph.batch;
+    net->order = malloc((size_t)(net->train.count > 0 ? net->train.count : 1) * sizeof *net->order);
+    net->eval_order = malloc((size_t)batch * sizeof *net->eval_order);
+    net->host_x = malloc((size_t)batch * ct_shape_size(net->graph.input) * sizeof *net->host_x);
+    net->host_y = malloc((size_t)batch * sizeof *net->host_y);
+    if (!net->order || !net->eval_order || !net->host_x || !net->host_y)
+        return ct_fail(&net->err, CT_ERR_NOMEM, "out of memory for batch staging at batch %d", batch);
+    return CT_OK;
+}
+
+ct_status ct_prepare(ct_net *net)
+{
+    if (!net)
+        return CT_ERR_USAGE;
+    if (net->prepared)
+        return CT_OK;
+    ct_status st = ct_net_build_graph(net);
+    if (st != CT_OK)
+        return st;
+    ct_err *err = &net->err;
+    st = choose_backend(net);
+    if (st == CT_OK)
+        st = ct_data_load(&net->cfg.data, net->cfg.train.seed, &net->train, &net->test, err);
+    if (st == CT_OK && net->train.count == 0)
+        st = ct_fail(err, CT_ERR_DATA, "the training set is empty");
+    if (st == CT_OK && (net->train.shape.h != net->graph.input.h || net->train.shape.w != net->graph.input.w ||
+                        net->train.shape.c != net->graph.input.c))
+        st = ct_fail(err, CT_ERR_DATA, "the training images are %dx%dx%d but their header said %dx%dx%d",
+                     net->train.shape.h, net->train.shape.w, net->train.shape.c, net->graph.input.h,
+                     net->graph.input.w, net->graph.input.c);
+    if (st == CT_OK && net->train.classes > net->graph.classes)
+        st = ct_fail(err, CT_ERR_DATA, "the training labels go up to %d but the network has %d classes",
+                     net->train.classes - 1, net->graph.classes);
+    if (st == CT_OK)
+        st = ct_graph_bind(&net->graph, net->be, net->cfg.train.batch, net->cfg.train.optimizer,
+                           net->cfg.train.seed, err);
+    if (st == CT_OK)
+        st = allocate_host(net);
+    if (st != CT_OK) {
+        release_run(net);
+        ct_graph_free(&net->graph);
+        net->graph_built = 0;
+        ct_config_free(&net->cfg);
+        return st;
+    }
+    ct_augment_from_config(&net->augment, &net->cfg.data, net->graph.input.c);
+    net->prepared = 1;
+    return CT_OK;
+}
+
+ct_status ct_fit(ct_net *net, const ct_callbacks *callbacks)
+{
+    ct_status st = ct_prepare(net);
+    return st == CT_OK ? ct_train_fit(net, callbacks) : st;
+}
+
+ct_status ct_evaluate(ct_net *net, ct_eval_result *result)
+{
+    if (!net || !result)
+        return CT_ERR_USAGE;
+    ct_status st = ct_prepare(net);
+    if (st != CT_OK)
+        return st;
+    if (net->test.count == 0)
+        return ct_fail(&net->err, CT_ERR_CONFIG, "%s: [data] has no test set to evaluate on", net->cfg.file);
+    return ct_train_evaluate(net, &net->test, result);
+}
+
+int ct_layer_count(ct_net *net)
+{
+    if (!net || ct_net_build_graph(net) != CT_OK)
+        return -1;
+    return net->graph.n_layers;
+}
+
+ct_status ct_layer_info_get(ct_net *net, int index, ct_layer_info *info)
+{
+    if (!net || !info)
+        return CT_ERR_USAGE;
+    ct_status st = ct_net_build_graph(net);
+    if (st != CT_OK)
+        return st;
+    if (index < 0 || index >= net->graph.n_layers)
+        return ct_fail(&net->err, CT_ERR_USAGE, "layer index %d out of range (0..%d)", index,
+                       net->graph.n_layers - 1);
+    const ct_layer *l = &net->graph.layers[index];
+    *info = (ct_layer_info){
+        .name = l->cfg->name, .type = ct_layer_type_name(l->type), .h = l->out.h, .w = l->out.w,
+        .c = l->out.c, .params = (long)(l->w_count + l->b_count),
+        .flops = ct_layer_kind_of(l->type)->flops(l),
+        .activation_bytes = (long)ct_graph_activation_bytes(&net->graph, index),
+    };
+    return CT_OK;
+}
+
+const char *ct_backend_name(const ct_net *net)
+{
+    return net && net->be ? net->be->ops->name : "none";
+}
+
+const char *ct_backend_reason(const ct_net *net)
+{
+    return net ? net->backend_reason : "";
+}
+
+int ct_batch_size(const ct_net *net)
+{
+    return net && net->graph_built ? net->cfg.train.batch : 0;
+}
+
+long ct_train_images(const ct_net *net)
+{
+    return net ? net->train.count : 0;
+}

@@ -1,0 +1,280 @@
+/* The CPU backend: host memory, the reference kernels of cpu_ops.h, OpenMP threads. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../backend.h"
+#include "cpu_ops.h"
+
+typedef struct cpu_state {
+    double loss_sum;
+    long correct;
+} cpu_state;
+
+static void *cpu_alloc(ct_backend *be, size_t bytes)
+{
+    (void)be;
+    /* 64-byte alignment suits AVX-512 loads in OpenBLAS and the compiler's vector loops. */
+    size_t rounded = (bytes + 63) / 64 * 64;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (p)
+        memset(p, 0, rounded ? rounded : 64);
+    return p;
+}
+
+static void cpu_free(ct_backend *be, void *ptr)
+{
+    (void)be;
+    free(ptr);
+}
+
+static ct_status cpu_copy(ct_backend *be, void *dst, const void *src, size_t bytes, ct_err *err)
+{
+    (void)be; (void)err;
+    memcpy(dst, src, bytes);
+    return CT_OK;
+}
+
+static ct_status cpu_zero(ct_backend *be, void *ptr, size_t bytes, ct_err *err)
+{
+    (void)be; (void)err;
+    memset(ptr, 0, bytes);
+    return CT_OK;
+}
+
+static ct_conv_geom conv_geom(const ct_layer *l, int n)
+{
+    return (ct_conv_geom){n, l->in_shape.h, l->in_shape.w, l->in_shape.c, l->out.c, l->kh, l->kw,
+                          l->stride, l->pad_t, l->pad_l, l->out.h, l->out.w};
+}
+
+static ct_pool_geom pool_geom(const ct_layer *l, int n)
+{
+    return (ct_pool_geom){n, l->in_shape.h, l->in_shape.w, l->in_shape.c, l->kh, l->kw,
+                          l->stride, l->pad_t, l->pad_l, l->out.h, l->out.w};
+}
+
+static size_t cpu_workspace_bytes(ct_backend *be, const ct_layer *l, int n)
+{
+    (void)be;
+    if (l->type != CT_LAYER_CONV2D)
+        return 0;
+    ct_conv_geom g = conv_geom(l, n);
+    return ct_cpu_conv2d_workspace(&g) * sizeof(float);
+}
+
+static ct_status cpu_forward(ct_backend *be, ct_layer *l, int n, int training, uint64_t seed, ct_err *err)
+{
+    size_t in_count = (size_t)n * ct_shape_size(l->in_shape);
+    size_t out_count = (size_t)n * ct_shape_size(l->out);
+    switch (l->type) {
+    case CT_LAYER_DENSE:
+        ct_cpu_dense_forward(l->x[0], l->w, l->b, l->z, n, (int)ct_shape_size(l->in_shape), l->out.c);
+        break;
+    case CT_LAYER_CONV2D: {
+        ct_conv_geom g = conv_geom(l, n);
+        ct_cpu_conv2d_forward(&g, l->x[0], l->w, l->b, l->z, be->workspace);
+        break;
+    }
+    case CT_LAYER_MAXPOOL: {
+        ct_pool_geom g = pool_geom(l, n);
+        ct_cpu_maxpool_forward(&g, l->x[0], l->y, l->aux);
+        return CT_OK;
+    }
+    case CT_LAYER_AVGPOOL: {
+        ct_pool_geom g = pool_geom(l, n);
+        ct_cpu_avgpool_forward(&g, l->x[0], l->y);
+        return CT_OK;
+    }
+    case CT_LAYER_BATCHNORM: {
+        int rows = n * l->in_shape.h * l->in_shape.w, c = l->in_shape.c;
+        float *saved = l->aux;
+        if (training)
+            ct_cpu_batchnorm_forward_train(l->x[0], l->w, l->b, l->y, saved, saved + c, l->state,
+                                           l->state + c, rows, c, l->cfg->momentum, l->cfg->epsilon);
+        else
+            ct_cpu_batchnorm_forward_eval(l->x[0], l->w, l->b, l->state, l->state + c, l->y, rows, c,
+                                          l->cfg->epsilon);
+        return CT_OK;
+    }
+    case CT_LAYER_DROPOUT:
+        if (training)
+            ct_cpu_dropout_forward(l->x[0], l->y, l->aux, out_count, l->cfg->rate, seed, (uint64_t)l->index);
+        else
+            memcpy(l->y, l->x[0], out_count * sizeof(float));
+        return CT_OK;
+    case CT_LAYER_FLATTEN:
+        if (l->y != l->x[0])
+            memcpy(l->y, l->x[0], in_count * sizeof(float));
+        return CT_OK;
+    case CT_LAYER_ACTIVATION:
+        ct_cpu_activation_forward(l->act, l->x[0], l->y, out_count);
+        return CT_OK;
+    case CT_LAYER_ADD:
+        ct_cpu_add_forward(l->x[0], l->x[1], l->z, out_count);
+        break;
+    default:
+        return ct_fail(err, CT_ERR_INTERNAL, "cpu backend: layer type %d has no forward", (int)l->type);
+    }
+    /* dense, conv2d and add end with their fused activation */
+    if (l->act != CT_ACT_LINEAR)
+        ct_cpu_activation_forward(l->act, l->z, l->y, out_count);
+    return CT_OK;
+}
+
+/* The gradient at the pre-activation: dy itself for linear, else act'(z) dy in the scratch. */
+static const float *preactivation_grad(ct_backend *be, const ct_layer *l, size_t out_count)
+{
+    if (l->act == CT_ACT_LINEAR)
+        return l->dy;
+    memset(be->scratch, 0, out_count * sizeof(float));
+    ct_cpu_activation_backward(l->act, l->z, l->y, l->dy, be->scratch, out_count);
+    return be->scratch;
+}
+
+static ct_status cpu_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
+{
+    size_t out_count = (size_t)n * ct_shape_size(l->out);
+    switch (l->type) {
+    case CT_LAYER_DENSE: {
+        const float *dz = preactivation_grad(be, l, out_count);
+        ct_cpu_dense_backward(l->x[0], l->w, dz, l->dx[0], l->dw, l->db, n,
+                              (int)ct_shape_size(l->in_shape), l->out.c);
+        return CT_OK;
+    }
+    case CT_LAYER_CONV2D: {
+        const float *dz = preactivation_grad(be, l, out_count);
+        ct_conv_geom g = conv_geom(l, n);
+        ct_cpu_conv2d_backward(&g, l->x[0], l->w, dz, l->dx[0], l->dw, l->db, be->workspace);
+        return CT_OK;
+    }
+    case CT_LAYER_MAXPOOL:
+        if (l->dx[0]) {
+            ct_pool_geom g = pool_geom(l, n);
+            ct_cpu_maxpool_backward(&g, l->dy, l->aux, l->dx[0]);
+        }
+        return CT_OK;
+    case CT_LAYER_AVGPOOL:
+        if (l->dx[0]) {
+            ct_pool_geom g = pool_geom(l, n);
+            ct_cpu_avgpool_backward(&g, l->dy, l->dx[0]);
+        }
+        return CT_OK;
+    case CT_LAYER_BATCHNORM: {
+        int rows = n * l->in_shape.h * l->in_shape.w, c = l->in_shape.c;
+        const float *saved = l->aux;
+        ct_cpu_batchnorm_backward(l->x[0], l->w, l->dy, saved, saved + c, l->dx[0], l->dw, l->db, rows, c);
+        return CT_OK;
+    }
+    case CT_LAYER_DROPOUT:
+        if (l->dx[0])
+            ct_cpu_dropout_backward(l->dy, l->aux, l->dx[0], out_count, l->cfg->rate);
+        return CT_OK;
+    case CT_LAYER_FLATTEN:
+        /* aliased to its input (same buffers) unless it had to copy */
+        if (l->dx[0] && l->dx[0] != l->dy)
+            ct_cpu_accumulate(l->dy, l->dx[0], out_count);
+        return CT_OK;
+    case CT_LAYER_ACTIVATION:
+        if (l->dx[0])
+            ct_cpu_activation_backward(l->act, l->x[0], l->y, l->dy, l->dx[0], out_count);
+        return CT_OK;
+    case CT_LAYER_ADD: {
+        const float *dz = preactivation_grad(be, l, out_count);
+        for (int i = 0; i < 2; i++)
+            if (l->dx[i])
+                ct_cpu_accumulate(dz, l->dx[i], out_count);
+        return CT_OK;
+    }
+    default:
+        return ct_fail(err, CT_ERR_INTERNAL, "cpu backend: layer type %d has no backward", (int)l->type);
+    }
+}
+
+static ct_status cpu_loss(ct_backend *be, const float *logits, const int32_t *labels, float *dlogits,
+                          int n, int k, ct_err *err)
+{
+    (void)err;
+    cpu_state *st = be->impl;
+    long correct = 0;
+    st->loss_sum += ct_cpu_softmax_xent(logits, labels, dlogits, n, k, 1.0f / (float)n, &correct);
+    st->correct += correct;
+    return CT_OK;
+}
+
+static ct_status cpu_read_metrics(ct_backend *be, double *loss_sum, long *correct, int reset, ct_err *err)
+{
+    (void)err;
+    cpu_state *st = be->impl;
+    *loss_sum = st->loss_sum;
+    *correct = st->correct;
+    if (reset) {
+        st->loss_sum = 0.0;
+        st->correct = 0;
+    }
+    return CT_OK;
+}
+
+static ct_status cpu_optimizer_step(ct_backend *be, const ct_optim_step *s, ct_err *err)
+{
+    (void)be;
+    switch (s->kind) {
+    case CT_OPT_SGD:
+        ct_cpu_sgd_step(s->params, s->grads, NULL, s->count, s->lr, 0.0f, 0, s->weight_decay);
+        return CT_OK;
+    case CT_OPT_MOMENTUM:
+        ct_cpu_sgd_step(s->params, s->grads, s->m, s->count, s->lr, s->momentum, s->nesterov, s->weight_decay);
+        return CT_OK;
+    case CT_OPT_ADAM:
+    case CT_OPT_ADAMW:
+        ct_cpu_adam_step(s->params, s->grads, s->m, s->v, s->count, s->lr, s->beta1, s->beta2,
+                         s->epsilon, s->weight_decay, s->kind == CT_OPT_ADAMW, s->t);
+        return CT_OK;
+    }
+    return ct_fail(err, CT_ERR_INTERNAL, "cpu backend: unknown optimizer %d", (int)s->kind);
+}
+
+static int cpu_all_finite(ct_backend *be, const float *x, size_t n)
+{
+    (void)be;
+    return ct_cpu_all_finite(x, n);
+}
+
+static void cpu_destroy(ct_backend *be)
+{
+    if (!be)
+        return;
+    free(be->impl);
+    free(be);
+}
+
+static const ct_backend_ops cpu_ops = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .zero = cpu_zero,
+    .workspace_bytes = cpu_workspace_bytes,
+    .forward = cpu_forward,
+    .backward = cpu_backward,
+    .loss = cpu_loss,
+    .read_metrics = cpu_read_metrics,
+    .optimizer_step = cpu_optimizer_step,
+    .all_finite = cpu_all_finite,
+    .destroy = cpu_destroy,
+};
+
+ct_status ct_cpu_backend_create(ct_backend **out, ct_err *err)
+{
+    ct_backend *be = calloc(1, sizeof *be);
+    cpu_state *st = calloc(1, sizeof *st);
+    if (!be || !st) {
+        free(be);
+        free(st);
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory creating the CPU backend");
+    }
+    be->ops = &cpu_ops;
+    be->impl = st;
+    *out = be;
+    return CT_OK;
+}

@@ -1,0 +1,137 @@
+/* Batch normalisation over (rows, c) where rows = n*h*w: statistics per channel. */
+#include <math.h>
+
+#include "cpu_ops.h"
+
+/* Per-channel reductions split the rows into a fixed number of chunks, summed in parallel and
+ * combined in order: results don't depend on the thread count, and nothing is allocated. */
+enum { CHUNKS = 16, BLOCK = 64 };
+
+/* For channels [j0, j0 + nj): s1[j] = sum_i u, s2[j] = sum_i u v with u = p - pc, v = q - qc
+ * (a NULL centre is 0). p, q: (rows, c); pc, qc: (c) or NULL; s1, s2: (nj). */
+static void centered_sums_block(const float *p, const float *pc, const float *q, const float *qc,
+                                int rows, int c, int j0, int nj, double *s1, double *s2)
+{
+    float pcb[BLOCK], qcb[BLOCK];
+    for (int j = 0; j < nj; j++) {
+        pcb[j] = pc ? pc[j0 + j] : 0.0f;
+        qcb[j] = qc ? qc[j0 + j] : 0.0f;
+    }
+    double part1[CHUNKS][BLOCK], part2[CHUNKS][BLOCK];
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < CHUNKS; ch++) {
+        int r0 = (int)((long long)rows * ch / CHUNKS), r1 = (int)((long long)rows * (ch + 1) / CHUNKS);
+        double a1[BLOCK] = {0}, a2[BLOCK] = {0};
+        for (int i = r0; i < r1; i++) {
+            const float *pr = p + (size_t)i * c + j0, *qr = q + (size_t)i * c + j0;
+            for (int j = 0; j < nj; j++) {
+                double u = (double)pr[j] - pcb[j];
+                a1[j] += u;
+                a2[j] += u * ((double)qr[j] - qcb[j]);
+            }
+        }
+        for (int j = 0; j < nj; j++) {
+            part1[ch][j] = a1[j];
+            part2[ch][j] = a2[j];
+        }
+    }
+    for (int j = 0; j < nj; j++) {
+        s1[j] = s2[j] = 0.0;
+        for (int ch = 0; ch < CHUNKS; ch++) {
+            s1[j] += part1[ch][j];
+            s2[j] += part2[ch][j];
+        }
+    }
+}
+
+/* x, y: (rows, c); for channels [j0, j0 + nj): y = x * scale + shift; scale, shift: (nj) */
+static void scale_shift_block(const float *x, float *y, int rows, int c, int j0, int nj,
+                              const float *scale, const float *shift)
+{
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < rows; i++) {
+        const float *xr = x + (size_t)i * c + j0;
+        float *yr = y + (size_t)i * c + j0;
+        for (int j = 0; j < nj; j++) yr[j] = xr[j] * scale[j] + shift[j];
+    }
+}
+
+static int block_len(int c, int j0) { return c - j0 < BLOCK ? c - j0 : BLOCK; }
+
+// x, y: (rows, c); gamma, beta, save_mean, save_invstd, run_mean, run_var: (c)
+void ct_cpu_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
+                                    float *save_mean, float *save_invstd, float *run_mean,
+                                    float *run_var, int rows, int c, float momentum, float eps)
+{
+    /* PyTorch's running variance is unbiased; a single row has none, so keep the biased 0 */
+    const double unbias = rows > 1 ? (double)rows / (rows - 1) : 1.0;
+    for (int j0 = 0; j0 < c; j0 += BLOCK) {
+        int nj = block_len(c, j0);
+        double sum[BLOCK], sumsq[BLOCK];
+        /* centring on the first row keeps the one-pass variance from cancelling when the
+         * mean is large relative to the spread */
+        centered_sums_block(x, x, x, x, rows, c, j0, nj, sum, sumsq);
+        float scale[BLOCK], shift[BLOCK];
+        for (int j = 0; j < nj; j++) {
+            double d = sum[j] / rows, var = sumsq[j] / rows - d * d;
+            double mean = x[j0 + j] + d;
+            if (var < 0.0) var = 0.0;
+            double invstd = 1.0 / sqrt(var + eps);
+            save_mean[j0 + j] = (float)mean;
+            save_invstd[j0 + j] = (float)invstd;
+            run_mean[j0 + j] = (float)((1.0 - momentum) * run_mean[j0 + j] + momentum * mean);
+            run_var[j0 + j] = (float)((1.0 - momentum) * run_var[j0 + j] + momentum * var * unbias);
+            scale[j] = (float)(gamma[j0 + j] * invstd);
+            shift[j] = (float)(beta[j0 + j] - mean * gamma[j0 + j] * invstd);
+        }
+        scale_shift_block(x, y, rows, c, j0, nj, scale, shift);
+    }
+}
+
+// x, y: (rows, c); gamma, beta, run_mean, run_var: (c)
+void ct_cpu_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
+                                   const float *run_mean, const float *run_var, float *y, int rows,
+                                   int c, float eps)
+{
+    for (int j0 = 0; j0 < c; j0 += BLOCK) {
+        int nj = block_len(c, j0);
+        float scale[BLOCK], shift[BLOCK];
+        for (int j = 0; j < nj; j++) {
+            double k = gamma[j0 + j] / sqrt((double)run_var[j0 + j] + eps);
+            scale[j] = (float)k;
+            shift[j] = (float)(beta[j0 + j] - run_mean[j0 + j] * k);
+        }
+        scale_shift_block(x, y, rows, c, j0, nj, scale, shift);
+    }
+}
+
+/* With xhat = (x - mean) invstd and N rows, the batch statistics' own dependence on x gives
+ *   dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)).
+ * x, dy, dx: (rows, c); gamma, save_mean, save_invstd, dgamma, dbeta: (c); dx may be NULL */
+void ct_cpu_batchnorm_backward(const float *x, const float *gamma, const float *dy,
+                               const float *save_mean, const float *save_invstd, float *dx,
+                               float *dgamma, float *dbeta, int rows, int c)
+{
+    for (int j0 = 0; j0 < c; j0 += BLOCK) {
+        int nj = block_len(c, j0);
+        double sum_dy[BLOCK], sum_dy_xc[BLOCK];
+        centered_sums_block(dy, NULL, x, save_mean, rows, c, j0, nj, sum_dy, sum_dy_xc);
+        float k[BLOCK], a[BLOCK], b[BLOCK], m[BLOCK];
+        for (int j = 0; j < nj; j++) {
+            double invstd = save_invstd[j0 + j];
+            if (dgamma) dgamma[j0 + j] += (float)(sum_dy_xc[j] * invstd);
+            if (dbeta) dbeta[j0 + j] += (float)sum_dy[j];
+            k[j] = (float)(gamma[j0 + j] * invstd);
+            a[j] = (float)(sum_dy[j] / rows);
+            b[j] = (float)(sum_dy_xc[j] * invstd * invstd / rows);
+            m[j] = save_mean[j0 + j];
+        }
+        if (!dx) continue;
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < rows; i++) {
+            const float *xr = x + (size_t)i * c + j0, *dyr = dy + (size_t)i * c + j0;
+            float *dxr = dx + (size_t)i * c + j0;
+            for (int j = 0; j < nj; j++) dxr[j] += k[j] * (dyr[j] - a[j] - (xr[j] - m[j]) * b[j]);
+        }
+    }
+}

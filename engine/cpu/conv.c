@@ -1,0 +1,154 @@
+/* 2-D convolution as im2col + one GEMM over the whole batch.
+ *
+ * The cols matrix has one row per output pixel, (n*oh*ow, kh*kw*c), and its columns run in the
+ * weights' (kh, kw, c) order, so with NHWC input both im2col rows and weight rows are plain
+ * copies of contiguous memory and y (n*oh*ow, f) = cols w^T is already NHWC. */
+#include <string.h>
+
+#include <cblas.h>
+
+#include "cpu_ops.h"
+
+enum { SUM_BLOCK = 64 };
+
+/* The kernel taps [*k0, *k1) of an output position whose window starts at input index `start`
+ * that land inside an input of length `len`; the rest read padding. */
+static void valid_taps(int start, int k, int len, int *k0, int *k1)
+{
+    *k0 = start < 0 ? (-start < k ? -start : k) : 0;
+    *k1 = len - start < k ? len - start : k;
+    if (*k1 < *k0) *k1 = *k0;
+}
+
+/* A 1x1 stride-1 unpadded conv's cols matrix is the input itself. */
+static int cols_is_input(const ct_conv_geom *g)
+{
+    return g->kh == 1 && g->kw == 1 && g->stride == 1 && g->pad_t == 0 && g->pad_l == 0 &&
+           g->oh == g->h && g->ow == g->w;
+}
+
+size_t ct_cpu_conv2d_workspace(const ct_conv_geom *g)
+{
+    if (cols_is_input(g)) return 0;
+    return (size_t)g->n * g->oh * g->ow * g->kh * g->kw * g->c;
+}
+
+// x: (n, h, w, c); cols: (n*oh*ow, kh*kw*c)
+static void im2col(const ct_conv_geom *g, const float *x, float *cols)
+{
+    const int c = g->c, kw = g->kw;
+    const size_t krow = (size_t)kw * c, kcols = g->kh * krow;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int s = 0; s < g->n; s++) {
+        for (int oy = 0; oy < g->oh; oy++) {
+            const float *xs = x + (size_t)s * g->h * g->w * c;
+            for (int ox = 0; ox < g->ow; ox++) {
+                float *row = cols + (((size_t)s * g->oh + oy) * g->ow + ox) * kcols;
+                int iy0 = oy * g->stride - g->pad_t, ix0 = ox * g->stride - g->pad_l;
+                int kx0, kx1;
+                valid_taps(ix0, kw, g->w, &kx0, &kx1);
+                for (int ky = 0; ky < g->kh; ky++) {
+                    float *dst = row + ky * krow;
+                    int iy = iy0 + ky;
+                    if (iy < 0 || iy >= g->h) {
+                        memset(dst, 0, krow * sizeof(float));
+                        continue;
+                    }
+                    /* the in-bounds taps of a kernel row are one contiguous run of NHWC input */
+                    memset(dst, 0, (size_t)kx0 * c * sizeof(float));
+                    if (kx1 > kx0)
+                        memcpy(dst + (size_t)kx0 * c, xs + ((size_t)iy * g->w + ix0 + kx0) * c,
+                               (size_t)(kx1 - kx0) * c * sizeof(float));
+                    memset(dst + (size_t)kx1 * c, 0, (size_t)(kw - kx1) * c * sizeof(float));
+                }
+            }
+        }
+    }
+}
+
+// cols: (n*oh*ow, kh*kw*c); dx: (n, h, w, c) += the cols scattered back onto the pixels they read
+static void col2im_add(const ct_conv_geom *g, const float *cols, float *dx)
+{
+    const int c = g->c, kw = g->kw;
+    const size_t krow = (size_t)kw * c, kcols = g->kh * krow;
+    /* windows overlap within a sample but never across samples, so samples can run in parallel */
+#pragma omp parallel for schedule(static)
+    for (int s = 0; s < g->n; s++) {
+        float *dxs = dx + (size_t)s * g->h * g->w * c;
+        for (int oy = 0; oy < g->oh; oy++) {
+            int iy0 = oy * g->stride - g->pad_t, ky0, ky1;
+            valid_taps(iy0, g->kh, g->h, &ky0, &ky1);
+            for (int ox = 0; ox < g->ow; ox++) {
+                const float *row = cols + (((size_t)s * g->oh + oy) * g->ow + ox) * kcols;
+                int ix0 = ox * g->stride - g->pad_l, kx0, kx1;
+                valid_taps(ix0, kw, g->w, &kx0, &kx1);
+                size_t len = (size_t)(kx1 - kx0) * c;
+                if (len == 0) continue;
+                for (int ky = ky0; ky < ky1; ky++) {
+                    const float *src = row + ky * krow + (size_t)kx0 * c;
+                    float *dst = dxs + ((size_t)(iy0 + ky) * g->w + ix0 + kx0) * c;
+                    for (size_t i = 0; i < len; i++) dst[i] += src[i];
+                }
+            }
+        }
+    }
+}
+
+/* dy: (rows, c); db: (c) += column sums of dy, in double: rows = n*oh*ow can be large. */
+static void add_column_sums(const float *dy, float *db, size_t rows, int c)
+{
+    for (int j0 = 0; j0 < c; j0 += SUM_BLOCK) {
+        int nj = c - j0 < SUM_BLOCK ? c - j0 : SUM_BLOCK;
+        double acc[SUM_BLOCK] = {0};
+        for (size_t i = 0; i < rows; i++) {
+            const float *row = dy + i * (size_t)c + j0;
+            for (int j = 0; j < nj; j++) acc[j] += row[j];
+        }
+        for (int j = 0; j < nj; j++) db[j0 + j] += (float)acc[j];
+    }
+}
+
+// x: (n, h, w, c); w: (f, kh, kw, c); b: (f) or NULL; y: (n, oh, ow, f); ws: workspace floats
+void ct_cpu_conv2d_forward(const ct_conv_geom *g, const float *x, const float *w, const float *b,
+                           float *y, float *ws)
+{
+    const int rows = g->n * g->oh * g->ow, kcols = g->kh * g->kw * g->c;
+    const float *cols = x;
+    if (!cols_is_input(g)) {
+        im2col(g, x, ws);
+        cols = ws;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, g->f, kcols, 1.0f, cols, kcols, w,
+                kcols, 0.0f, y, g->f);
+    if (b) ct_cpu_add_bias(y, b, (size_t)rows, g->f);
+}
+
+// x: (n, h, w, c); w: (f, kh, kw, c); dy: (n, oh, ow, f); dx: like x, dw: like w, db: (f), each
+// may be NULL; ws: workspace floats
+void ct_cpu_conv2d_backward(const ct_conv_geom *g, const float *x, const float *w, const float *dy,
+                            float *dx, float *dw, float *db, float *ws)
+{
+    const int rows = g->n * g->oh * g->ow, kcols = g->kh * g->kw * g->c;
+    const int direct = cols_is_input(g);
+    if (db) add_column_sums(dy, db, (size_t)rows, g->f);
+    if (dw) {
+        /* the forward's cols are long gone (the workspace is shared), so rebuild them */
+        const float *cols = x;
+        if (!direct) {
+            im2col(g, x, ws);
+            cols = ws;
+        }
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g->f, kcols, rows, 1.0f, dy, g->f,
+                    cols, kcols, 1.0f, dw, kcols);
+    }
+    if (!dx) return;
+    if (direct) {
+        /* dcols is dx itself, so the product can accumulate into it directly */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, kcols, g->f, 1.0f, dy, g->f, w,
+                    kcols, 1.0f, dx, kcols);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, kcols, g->f, 1.0f, dy, g->f, w,
+                kcols, 0.0f, ws, kcols);
+    col2im_add(g, ws, dx);
+}

@@ -1,0 +1,38 @@
+/* Fully connected layer: y = x w^T + b, with w stored (out, in) as PyTorch's Linear. */
+#include <cblas.h>
+
+#include "cpu_ops.h"
+
+enum { SUM_BLOCK = 64 };
+
+/* dy: (rows, c); db: (c) += column sums of dy. Summed in double, a block of columns at a time,
+ * so long batches don't lose precision; the cost is negligible next to the matrix products. */
+static void add_column_sums(const float *dy, float *db, size_t rows, int c)
+{
+    for (int j0 = 0; j0 < c; j0 += SUM_BLOCK) {
+        int nj = c - j0 < SUM_BLOCK ? c - j0 : SUM_BLOCK;
+        double acc[SUM_BLOCK] = {0};
+        for (size_t i = 0; i < rows; i++) {
+            const float *row = dy + i * (size_t)c + j0;
+            for (int j = 0; j < nj; j++) acc[j] += row[j];
+        }
+        for (int j = 0; j < nj; j++) db[j0 + j] += (float)acc[j];
+    }
+}
+
+// x: (n, k); w: (m, k); b: (m) or NULL; y: (n, m)
+void ct_cpu_dense_forward(const float *x, const float *w, const float *b, float *y, int n, int k, int m)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, m, k, 1.0f, x, k, w, k, 0.0f, y, m);
+    if (b) ct_cpu_add_bias(y, b, (size_t)n, m);
+}
+
+// x: (n, k); w: (m, k); dy: (n, m); dx: (n, k), dw: (m, k), db: (m), each may be NULL
+void ct_cpu_dense_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                           float *db, int n, int k, int m)
+{
+    /* beta = 1: gradients accumulate across the layers that read this one */
+    if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, k, n, 1.0f, dy, m, x, k, 1.0f, dw, k);
+    if (dx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, k, m, 1.0f, dy, m, w, k, 1.0f, dx, k);
+    if (db) add_column_sums(dy, db, (size_t)n, m);
+}

@@ -1,0 +1,91 @@
+/* Error checks for the CUDA backend's host code: every CUDA, cuBLAS(Lt), cuDNN and NCCL return
+ * code goes through one of these, so a failure leaves "file:line: call failed: reason" in the
+ * caller's ct_err and the status travels up.
+ *
+ * Two forms per library:
+ *   CT_CUDA_CHECK(cudaMalloc(&p, bytes), err);            returns the status from the enclosing
+ *                                                          function (which returns ct_status)
+ *   ct_status st = CT_CUDA_STATUS(cudaFree(p), err);       an expression, for paths that must
+ *                                                          release resources before returning
+ * Out-of-memory failures map to CT_ERR_NOMEM (the batch-size search backs off on it), the rest
+ * to CT_ERR_BACKEND. The source position is written into the message, not into err->line, which
+ * names config lines only.
+ *
+ * The cuDNN and NCCL forms are plain macros that name cudnn.h / nccl.h functions only where they
+ * are used, so this header needs neither library. */
+#ifndef CT_CUDA_CHECK_H
+#define CT_CUDA_CHECK_H
+
+#include <string.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "../status.h"
+
+/* The file's last path component: CMake passes absolute paths, which say nothing more. */
+static inline const char *ct_src_name_(const char *file)
+{
+    const char *slash = strrchr(file, '/');
+    return slash ? slash + 1 : file;
+}
+
+static inline ct_status ct_gpu_fail_(ct_err *err, ct_status status, const char *file, int line,
+                                     const char *call, const char *why, const char *name, int code)
+{
+    if (name)
+        return ct_fail(err, status, "%s:%d: %s failed: %s (%s)", ct_src_name_(file), line, call,
+                       why ? why : "unknown error", name);
+    return ct_fail(err, status, "%s:%d: %s failed: %s (status %d)", ct_src_name_(file), line, call,
+                   why ? why : "unknown error", code);
+}
+
+static inline ct_status ct_cuda_status_(cudaError_t rc, ct_err *err, const char *file, int line,
+                                        const char *call)
+{
+    if (rc == cudaSuccess)
+        return CT_OK;
+    return ct_gpu_fail_(err, rc == cudaErrorMemoryAllocation ? CT_ERR_NOMEM : CT_ERR_BACKEND, file, line,
+                        call, cudaGetErrorString(rc), cudaGetErrorName(rc), (int)rc);
+}
+
+static inline ct_status ct_cublas_status_(cublasStatus_t rc, ct_err *err, const char *file, int line,
+                                          const char *call)
+{
+    if (rc == CUBLAS_STATUS_SUCCESS)
+        return CT_OK;
+    return ct_gpu_fail_(err, rc == CUBLAS_STATUS_ALLOC_FAILED ? CT_ERR_NOMEM : CT_ERR_BACKEND, file, line,
+                        call, cublasGetStatusString(rc), cublasGetStatusName(rc), (int)rc);
+}
+
+/* CUDA runtime calls, and the kernel launchers of kernels/kernels.h (their int is a cudaError_t). */
+#define CT_CUDA_STATUS(call, err) ct_cuda_status_((cudaError_t)(call), (err), __FILE__, __LINE__, #call)
+#define CT_CUDA_CHECK(call, err) do { \
+    ct_status ct_st_ = CT_CUDA_STATUS(call, err); \
+    if (ct_st_ != CT_OK) return ct_st_; \
+} while (0)
+
+/* cuBLAS and cuBLASLt (both return cublasStatus_t). */
+#define CT_CUBLAS_STATUS(call, err) ct_cublas_status_((call), (err), __FILE__, __LINE__, #call)
+#define CT_CUBLAS_CHECK(call, err) do { \
+    ct_status ct_st_ = CT_CUBLAS_STATUS(call, err); \
+    if (ct_st_ != CT_OK) return ct_st_; \
+} while (0)
+
+/* cuDNN: include cudnn.h where this is used. */
+#define CT_CUDNN_CHECK(call, err) do { \
+    cudnnStatus_t ct_rc_ = (call); \
+    if (ct_rc_ != CUDNN_STATUS_SUCCESS) \
+        return ct_gpu_fail_((err), CT_ERR_BACKEND, __FILE__, __LINE__, #call, \
+                            cudnnGetErrorString(ct_rc_), NULL, (int)ct_rc_); \
+} while (0)
+
+/* NCCL: include nccl.h where this is used. */
+#define CT_NCCL_CHECK(call, err) do { \
+    ncclResult_t ct_rc_ = (call); \
+    if (ct_rc_ != ncclSuccess) \
+        return ct_gpu_fail_((err), CT_ERR_BACKEND, __FILE__, __LINE__, #call, \
+                            ncclGetErrorString(ct_rc_), NULL, (int)ct_rc_); \
+} while (0)
+
+#endif

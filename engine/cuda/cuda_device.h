@@ -1,0 +1,30 @@
+/* CUDA device discovery for the backend, `cutrain doctor` and the GPU tests. Declared without
+ * CUDA types, so callers need no CUDA headers; built only with the CUDA backend
+ * (CUTRAIN_HAVE_CUDA). */
+#ifndef CT_CUDA_DEVICE_H
+#define CT_CUDA_DEVICE_H
+
+#include <stddef.h>
+
+#include "../status.h"
+
+/* Number of visible devices (CUDA_VISIBLE_DEVICES respected) into *count. A machine without a
+ * GPU, or without a driver recent enough for this runtime, is not an error: CT_OK, *count = 0,
+ * and `reason` says why ("no CUDA driver is installed"). Any other failure returns
+ * CT_ERR_BACKEND, *count = 0, and the message in `reason`. `reason` (reason_size bytes, always
+ * terminated) may be NULL. */
+ct_status ct_cuda_devices(int *count, char *reason, size_t reason_size);
+
+/* Name of device `ordinal` into buf (n bytes, always terminated); its global memory in bytes
+ * into *total_mem when not NULL. */
+ct_status ct_cuda_device_name(int ordinal, char *buf, size_t n, size_t *total_mem, ct_err *err);
+
+/* Versions as CUDA encodes them (1000 * major + 10 * minor: 13000 is 13.0). *driver is the
+ * newest CUDA the installed driver supports, 0 when no driver is installed; *runtime the cudart
+ * this program was linked with. Either pointer may be NULL. */
+ct_status ct_cuda_versions(int *driver, int *runtime, ct_err *err);
+
+/* "13.0" for 13000, "none" for 0, into buf (n bytes, always terminated). */
+void ct_cuda_version_format(int version, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,41 @@
+/* The ct_net handle behind the public API: config, data, network, backend and training position.
+ * Internal to the library (api.c, train.c). */
+#ifndef CT_HANDLE_H
+#define CT_HANDLE_H
+
+#include "../data/dataset.h"
+#include "net.h"
+
+struct ct_net {
+    ct_err err;
+    ct_status open_status;   /* a failed open leaves only ct_errmsg and ct_close usable */
+    ct_ini ini;
+    ct_config cfg;
+    int graph_built;         /* config loaded and shapes inferred */
+    int prepared;            /* data loaded, memory bound */
+
+    ct_dataset train, test;
+    ct_graph graph;
+    ct_backend *be;
+    char backend_reason[256];
+
+    ct_augment augment;
+    long *order;             /* (train.count) this epoch's sample order */
+    long *eval_order;        /* (batch) indices of one evaluation batch */
+    float *host_x;           /* (batch, input) staging for one batch */
+    int32_t *host_y;         /* (batch) */
+
+    int epoch;               /* epochs completed */
+    long step;               /* optimizer steps taken */
+};
+
+/* Loads the config and builds the graph (shapes only, data probed not loaded). */
+ct_status ct_net_build_graph(ct_net *net);
+
+/* The trainer (train.c). */
+ct_status ct_train_fit(ct_net *net, const ct_callbacks *cb);
+ct_status ct_train_evaluate(ct_net *net, const ct_dataset *ds, ct_eval_result *out);
+/* Learning rate at `step` (0-based) per the schedule and warm-up (optim.c). */
+float ct_schedule_lr(const ct_train_config *t, long step, long steps_per_epoch);
+
+#endif

@@ -1,0 +1,39 @@
+/* batchnorm: per-channel normalisation over (n, h, w) with learned gamma (w) and beta (b);
+ * state holds the running mean then the running variance. */
+#include "layer.h"
+
+static ct_status bn_infer(ct_layer *l, const char *file, ct_err *err)
+{
+    (void)file; (void)err;
+    int c = l->in_shape.c;
+    l->out = l->in_shape;
+    l->w_count = l->b_count = (size_t)c;
+    l->state_count = 2 * (size_t)c;
+    return CT_OK;
+}
+
+static double bn_flops(const ct_layer *l)
+{
+    return 4.0 * (double)ct_shape_size(l->out);
+}
+
+/* Saved batch mean and inverse standard deviation for backward. */
+static size_t bn_aux(const ct_layer *l, int n)
+{
+    (void)n;
+    return 2 * (size_t)l->out.c * sizeof(float);
+}
+
+static void bn_init(const ct_layer *l, float *gamma, float *beta, float *state, ct_rng *rng)
+{
+    (void)rng;
+    size_t c = (size_t)l->out.c;
+    for (size_t i = 0; i < c; i++) {
+        gamma[i] = 1.0f;
+        beta[i] = 0.0f;
+        state[i] = 0.0f;      /* running mean */
+        state[c + i] = 1.0f;  /* running variance */
+    }
+}
+
+const ct_layer_kind ct_batchnorm_kind = {bn_infer, bn_flops, bn_aux, bn_init};

@@ -1,0 +1,56 @@
+/* conv2d: y (n, oh, ow, f) = act(conv(x (n, h, w, c), w (f, kh, kw, c)) + b). padding = same pads
+ * so that oh = ceil(h / stride), splitting the total as TensorFlow does (extra on the bottom/right). */
+#include <string.h>
+
+#include "layer.h"
+
+void ct_conv_dim(int in, int k, int stride, ct_padding padding, int *out, int *pad_before)
+{
+    if (padding == CT_PAD_SAME) {
+        *out = (in + stride - 1) / stride;
+        int total = (*out - 1) * stride + k - in;
+        if (total < 0)
+            total = 0;
+        *pad_before = total / 2;
+    } else {
+        *out = in >= k ? (in - k) / stride + 1 : 0;
+        *pad_before = 0;
+    }
+}
+
+static ct_status conv_infer(ct_layer *l, const char *file, ct_err *err)
+{
+    const ct_layer_config *c = l->cfg;
+    ct_shape in = l->in_shape;
+    l->kh = l->kw = c->size;
+    l->stride = c->stride > 0 ? c->stride : 1;
+    int oh, ow;
+    ct_conv_dim(in.h, l->kh, l->stride, c->padding, &oh, &l->pad_t);
+    ct_conv_dim(in.w, l->kw, l->stride, c->padding, &ow, &l->pad_l);
+    if (oh <= 0 || ow <= 0)
+        return ct_fail_at(err, CT_ERR_CONFIG, file, c->line,
+                          "[%s] a %dx%d valid convolution does not fit its %dx%dx%d input", c->name,
+                          c->size, c->size, in.h, in.w, in.c);
+    l->out = (ct_shape){oh, ow, c->filters};
+    l->w_count = (size_t)c->filters * l->kh * l->kw * in.c;
+    l->b_count = c->bias ? (size_t)c->filters : 0;
+    return CT_OK;
+}
+
+static double conv_flops(const ct_layer *l)
+{
+    return 2.0 * (double)l->w_count * l->out.h * l->out.w + (double)ct_shape_size(l->out) * (l->b_count > 0);
+}
+
+static void conv_init(const ct_layer *l, float *w, float *b, float *state, ct_rng *rng)
+{
+    (void)state;
+    int fan_in = l->kh * l->kw * l->in_shape.c;
+    int fan_out = l->kh * l->kw * l->cfg->filters;
+    ct_init_uniform_fan(w, l->w_count, fan_in, fan_out, l->cfg->init, l->act, rng);
+    if (b)
+        memset(b, 0, l->b_count * sizeof *b);
+}
+
+const ct_layer_kind ct_conv2d_kind = {conv_infer, conv_flops, NULL, conv_init};
+

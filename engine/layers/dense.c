@@ -1,0 +1,30 @@
+/* dense: y (n, units) = act(x (n, in) w^T + b); the input is read flat whatever its shape. */
+#include <string.h>
+
+#include "layer.h"
+
+static ct_status dense_infer(ct_layer *l, const char *file, ct_err *err)
+{
+    (void)file; (void)err;
+    size_t in = ct_shape_size(l->in_shape);
+    l->out = (ct_shape){1, 1, l->cfg->units};
+    l->w_count = (size_t)l->cfg->units * in;
+    l->b_count = l->cfg->bias ? (size_t)l->cfg->units : 0;
+    return CT_OK;
+}
+
+static double dense_flops(const ct_layer *l)
+{
+    return 2.0 * (double)l->w_count + (double)l->b_count;
+}
+
+static void dense_init(const ct_layer *l, float *w, float *b, float *state, ct_rng *rng)
+{
+    (void)state;
+    int in = (int)ct_shape_size(l->in_shape);
+    ct_init_uniform_fan(w, l->w_count, in, l->cfg->units, l->cfg->init, l->act, rng);
+    if (b)
+        memset(b, 0, l->b_count * sizeof *b);
+}
+
+const ct_layer_kind ct_dense_kind = {dense_infer, dense_flops, NULL, dense_init};

@@ -1,0 +1,43 @@
+/* maxpool and avgpool: windows of size x size every `stride` (default = size) per channel;
+ * global = on pools each channel's whole plane to one value. */
+#include <stdint.h>
+
+#include "layer.h"
+
+static ct_status pool_infer(ct_layer *l, const char *file, ct_err *err)
+{
+    const ct_layer_config *c = l->cfg;
+    ct_shape in = l->in_shape;
+    if (c->global) {
+        l->kh = in.h;
+        l->kw = in.w;
+        l->stride = 1;
+        l->pad_t = l->pad_l = 0;
+        l->out = (ct_shape){1, 1, in.c};
+        return CT_OK;
+    }
+    l->kh = l->kw = c->size;
+    l->stride = c->stride > 0 ? c->stride : c->size;
+    int oh, ow;
+    ct_conv_dim(in.h, l->kh, l->stride, c->padding, &oh, &l->pad_t);
+    ct_conv_dim(in.w, l->kw, l->stride, c->padding, &ow, &l->pad_l);
+    if (oh <= 0 || ow <= 0)
+        return ct_fail_at(err, CT_ERR_CONFIG, file, c->line,
+                          "[%s] a %dx%d pooling window does not fit its %dx%dx%d input", c->name,
+                          c->size, c->size, in.h, in.w, in.c);
+    l->out = (ct_shape){oh, ow, in.c};
+    return CT_OK;
+}
+
+static double pool_flops(const ct_layer *l)
+{
+    return (double)ct_shape_size(l->out) * l->kh * l->kw;
+}
+
+static size_t maxpool_aux(const ct_layer *l, int n)
+{
+    return (size_t)n * ct_shape_size(l->out) * sizeof(int32_t);
+}
+
+const ct_layer_kind ct_maxpool_kind = {pool_infer, pool_flops, maxpool_aux, NULL};
+const ct_layer_kind ct_avgpool_kind = {pool_infer, pool_flops, NULL, NULL};

@@ -1,0 +1,48 @@
+/* The network: layers in config order with resolved inputs and shapes, and the memory bound to
+ * them on a backend for a batch size. Data flows config -> net -> backend -> trainer. */
+#ifndef CT_NET_H
+#define CT_NET_H
+
+#include "backend.h"
+
+typedef struct ct_graph {
+    ct_layer *layers;
+    int n_layers;
+    ct_shape input;          /* per-sample input shape */
+    int classes;
+    size_t n_params;         /* floats in the flat parameter buffer */
+    size_t n_state;          /* floats of non-trained state (batch-norm running statistics) */
+
+    /* Bound by ct_graph_bind (backend memory). */
+    ct_backend *be;
+    int batch;               /* the largest n a step may use */
+    float *params, *grads;   /* (n_params) */
+    float *opt_m, *opt_v;    /* optimizer state, (n_params) each or NULL */
+    float *state;            /* (n_state) */
+    float *x;                /* (batch, input) */
+    int32_t *labels;         /* (batch) */
+    float *act_grads;        /* every layer's dy, one block so a step zeroes it at once */
+    size_t act_grad_floats;
+    void **owned;            /* allocations to free */
+    int n_owned;
+} ct_graph;
+
+/* Resolves inputs, infers shapes and checks them (errors name the layer's line). */
+ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int classes, ct_err *err);
+/* Allocates every buffer for batches up to `batch`, initialises parameters from `seed`. */
+ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, uint64_t seed, ct_err *err);
+void ct_graph_free(ct_graph *g);
+
+/* Forward pass over n samples of g->x; the logits are the last layer's output. */
+ct_status ct_graph_forward(ct_graph *g, int n, int training, uint64_t seed, ct_err *err);
+/* Backward pass from the last layer's dy (the loss gradient); gradients must have been zeroed
+ * (ct_graph_zero_grads) before the loss wrote dy. */
+ct_status ct_graph_backward(ct_graph *g, int n, ct_err *err);
+ct_status ct_graph_zero_grads(ct_graph *g, int n, ct_err *err);
+
+static inline ct_layer *ct_graph_output(ct_graph *g) { return &g->layers[g->n_layers - 1]; }
+
+/* Bytes per sample kept for backward by layer i (output, pre-activation, aux). */
+size_t ct_graph_activation_bytes(const ct_graph *g, int i);
+
+#endif

@@ -1,0 +1,198 @@
+/* The training loop, top to bottom: for each epoch, shuffle; for each batch, assemble it on the
+ * host, upload, forward, loss, backward, optimizer step; then evaluate on the test set. Metrics
+ * accumulate in the backend and are read only when a callback or the epoch's end needs them. */
+#include <math.h>
+#include <omp.h>
+#include <time.h>
+
+#include "handle.h"
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Salts that keep the random streams of different purposes apart. */
+enum { SALT_AUGMENT = 0x41554700, SALT_DROPOUT = 0x44524f50 };
+
+static ct_status upload_batch(ct_net *net, int n, ct_err *err)
+{
+    ct_graph *g = &net->graph;
+    ct_status st = net->be->ops->upload(net->be, g->x, net->host_x,
+                                        (size_t)n * ct_shape_size(g->input) * sizeof(float), err);
+    if (st == CT_OK)
+        st = net->be->ops->upload(net->be, g->labels, net->host_y, (size_t)n * sizeof(int32_t), err);
+    return st;
+}
+
+static ct_optim_step optim_step(const ct_net *net, float lr)
+{
+    const ct_train_config *t = &net->cfg.train;
+    const ct_graph *g = &net->graph;
+    return (ct_optim_step){
+        .kind = t->optimizer, .params = g->params, .grads = g->grads, .m = g->opt_m, .v = g->opt_v,
+        .count = g->n_params, .lr = lr, .momentum = t->momentum, .beta1 = t->beta1,
+        .beta2 = t->beta2, .epsilon = t->epsilon, .weight_decay = t->weight_decay,
+        .nesterov = t->nesterov, .t = net->step + 1,
+    };
+}
+
+/* One optimizer step on the batch already in g->x / g->labels. */
+static ct_status train_step(ct_net *net, int n, float lr, ct_err *err)
+{
+    ct_graph *g = &net->graph;
+    ct_layer *out = ct_graph_output(g);
+    uint64_t drop_seed = ct_hash3(net->cfg.train.seed, SALT_DROPOUT, (uint64_t)net->step);
+    ct_status st = ct_graph_forward(g, n, 1, drop_seed, err);
+    if (st == CT_OK)
+        st = ct_graph_zero_grads(g, n, err);
+    if (st == CT_OK)
+        st = net->be->ops->loss(net->be, out->y, g->labels, out->dy, n, g->classes, err);
+    if (st == CT_OK)
+        st = ct_graph_backward(g, n, err);
+    if (st == CT_OK) {
+        ct_optim_step s = optim_step(net, lr);
+        st = net->be->ops->optimizer_step(net->be, &s, err);
+    }
+    if (st == CT_OK)
+        net->step++;
+    return st;
+}
+
+/* Names the first layer whose output is not finite, to point at where a divergence starts. */
+static ct_status non_finite_failure(ct_net *net, ct_err *err)
+{
+    ct_graph *g = &net->graph;
+    int n = g->batch;
+    for (int i = 0; i < g->n_layers; i++) {
+        const ct_layer *l = &g->layers[i];
+        if (!net->be->ops->all_finite(net->be, l->y, (size_t)n * ct_shape_size(l->out)))
+            return ct_fail(err, CT_ERR_NUMERIC,
+                           "the training loss is not finite at step %ld (epoch %d); the first layer "
+                           "with a non-finite output is [%s]: lower learning_rate", net->step,
+                           net->epoch + 1, l->cfg->name);
+    }
+    return ct_fail(err, CT_ERR_NUMERIC,
+                   "the training loss is not finite at step %ld (epoch %d): lower learning_rate",
+                   net->step, net->epoch + 1);
+}
+
+static int report_progress(const ct_callbacks *cb, ct_net *net, long done, long steps, long images,
+                           double started, ct_err *err, ct_status *st)
+{
+    double loss_sum;
+    long correct;
+    *st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 0, err);
+    if (*st != CT_OK)
+        return 1;
+    double seconds = now_seconds() - started;
+    ct_progress p = {
+        .epoch = net->epoch + 1, .epochs = net->cfg.train.epochs, .step_in_epoch = done,
+        .steps_per_epoch = steps, .loss = images ? loss_sum / images : 0.0,
+        .accuracy = images ? (double)correct / images : 0.0,
+        .images_per_s = seconds > 0 ? images / seconds : 0.0, .seconds = seconds,
+    };
+    return cb->on_step(&p, cb->user);
+}
+
+static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *es)
+{
+    ct_err *err = &net->err;
+    const ct_train_config *t = &net->cfg.train;
+    const ct_dataset *ds = &net->train;
+    int batch = net->graph.batch;
+    long steps = (ds->count + batch - 1) / batch;
+    long every = cb && cb->step_every > 0 ? cb->step_every : 20;
+    double loss_sum = 0.0, started = now_seconds();
+    long correct = 0, images = 0;
+    float lr = t->learning_rate;
+    ct_status st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 1, err);
+
+    ct_shuffle_indices(net->order, ds->count, t->seed, net->epoch);
+    for (long b = 0; b < steps && st == CT_OK; b++) {
+        int n = (int)(ds->count - b * batch < batch ? ds->count - b * batch : batch);
+        uint64_t aug_seed = ct_hash3(t->seed, SALT_AUGMENT, (uint64_t)net->epoch * (uint64_t)steps + (uint64_t)b);
+        ct_make_batch(ds, net->order + b * batch, n, &net->augment, 1, aug_seed, net->host_x, net->host_y);
+        st = upload_batch(net, n, err);
+        lr = ct_schedule_lr(t, net->step, steps);
+        if (st == CT_OK)
+            st = train_step(net, n, lr, err);
+        images += n;
+        if (st == CT_OK && cb && cb->on_step && ((b + 1) % every == 0 || b + 1 == steps) &&
+            report_progress(cb, net, b + 1, steps, images, started, err, &st) && st == CT_OK)
+            return ct_fail(err, CT_ERR_STOPPED, "training stopped by the step callback");
+    }
+    if (st == CT_OK)
+        st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 1, err);
+    if (st != CT_OK)
+        return st;
+    double train_seconds = now_seconds() - started;
+    if (!isfinite(loss_sum))
+        return non_finite_failure(net, err);
+
+    *es = (ct_epoch_stats){
+        .epoch = net->epoch + 1, .epochs = t->epochs, .step = net->step,
+        .loss = loss_sum / (double)images, .train_accuracy = (double)correct / (double)images,
+        .test_loss = -1.0, .test_accuracy = -1.0,
+        .images_per_s = train_seconds > 0 ? images / train_seconds : 0.0, .learning_rate = lr,
+    };
+    if (net->test.count > 0) {
+        ct_eval_result r;
+        st = ct_train_evaluate(net, &net->test, &r);
+        if (st != CT_OK)
+            return st;
+        es->test_loss = r.loss;
+        es->test_accuracy = r.accuracy;
+    }
+    es->seconds = now_seconds() - started;
+    return CT_OK;
+}
+
+ct_status ct_train_fit(ct_net *net, const ct_callbacks *cb)
+{
+    if (net->cfg.train.threads > 0)
+        omp_set_num_threads(net->cfg.train.threads); /* this thread's setting, not the process's */
+    while (net->epoch < net->cfg.train.epochs) {
+        ct_epoch_stats es;
+        ct_status st = run_epoch(net, cb, &es);
+        if (st != CT_OK)
+            return st;
+        net->epoch++;
+        if (cb && cb->on_epoch && cb->on_epoch(&es, cb->user))
+            return ct_fail(&net->err, CT_ERR_STOPPED, "training stopped by the epoch callback after epoch %d",
+                           net->epoch);
+    }
+    return CT_OK;
+}
+
+ct_status ct_train_evaluate(ct_net *net, const ct_dataset *ds, ct_eval_result *out)
+{
+    ct_err *err = &net->err;
+    ct_graph *g = &net->graph;
+    int batch = g->batch;
+    double loss_sum = 0.0;
+    long correct = 0;
+    /* evaluation runs between epochs, so it may reuse (and clears) the metric accumulators */
+    ct_status st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 1, err);
+    for (long start = 0; start < ds->count && st == CT_OK; start += batch) {
+        int n = (int)(ds->count - start < batch ? ds->count - start : batch);
+        for (int i = 0; i < n; i++)
+            net->eval_order[i] = start + i;
+        ct_make_batch(ds, net->eval_order, n, &net->augment, 0, 0, net->host_x, net->host_y);
+        st = upload_batch(net, n, err);
+        if (st == CT_OK)
+            st = ct_graph_forward(g, n, 0, 0, err);
+        if (st == CT_OK)
+            st = net->be->ops->loss(net->be, ct_graph_output(g)->y, g->labels, NULL, n, g->classes, err);
+    }
+    if (st == CT_OK)
+        st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 1, err);
+    if (st != CT_OK)
+        return st;
+    out->images = ds->count;
+    out->loss = ds->count ? loss_sum / (double)ds->count : 0.0;
+    out->accuracy = ds->count ? (double)correct / (double)ds->count : 0.0;
+    return CT_OK;
+}

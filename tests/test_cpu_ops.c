@@ -1,0 +1,858 @@
+/* Tests for the CPU kernels (engine/cpu/cpu_ops.h): finite-difference gradient checks of every
+ * backward, forward outputs against naive reference loops, and hand-computed values for the
+ * loss, optimizers, batch norm, pooling and dropout. */
+#include <stdint.h>
+
+#include "cpu/cpu_ops.h"
+#include "rng.h"
+#include "tests/test_util.h"
+
+/* Gradient buffers start at this value, so a backward that overwrites instead of adding fails
+ * the gradient checks. */
+#define PREFILL 0.25f
+
+/* ---- helpers ---- */
+
+static float *alloc_floats(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
+
+static void fill_uniform(float *v, size_t n, float lo, float hi, ct_rng *rng)
+{
+    for (size_t i = 0; i < n; i++) v[i] = lo + (hi - lo) * ct_rng_uniform(rng);
+}
+
+static void fill_const(float *v, size_t n, float value)
+{
+    for (size_t i = 0; i < n; i++) v[i] = value;
+}
+
+/* Distinct values 0.05 apart in random order, so no finite-difference step changes a max. */
+static void fill_distinct(float *v, size_t n, ct_rng *rng)
+{
+    for (size_t i = 0; i < n; i++) v[i] = 0.05f * (float)i - 0.025f * (float)n;
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)(ct_rng_uniform(rng) * (float)i) % i;
+        float t = v[i - 1];
+        v[i - 1] = v[j];
+        v[j] = t;
+    }
+}
+
+static double dot(const float *a, const float *b, size_t n)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+static void subtract_prefill(float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) v[i] -= PREFILL;
+}
+
+/* Largest |a - b| / max(|a|, |b|, floor) over n values: relative, but absolute near zero. */
+static double max_rel_err(const float *a, const float *b, size_t n, double floor)
+{
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double scale = fmax(fmax(fabs(a[i]), fabs(b[i])), floor);
+        double err = fabs((double)a[i] - b[i]) / scale;
+        if (!(err <= worst)) worst = err; /* NaN counts as worst */
+    }
+    return worst;
+}
+
+/* Runs the forward pass of a case and returns its scalar loss. */
+typedef double (*loss_fn)(void *ctx);
+
+/* Compares analytic[i] with the central difference of the loss in param[i]. */
+static void check_grad(const char *what, loss_fn loss, void *ctx, float *param,
+                       const float *analytic, size_t n, float eps, double tol)
+{
+    double worst = 0.0, worst_a = 0.0, worst_num = 0.0;
+    size_t worst_i = 0;
+    for (size_t i = 0; i < n; i++) {
+        const float saved = param[i];
+        const float hi = saved + eps, lo = saved - eps;
+        param[i] = hi;
+        double lp = loss(ctx);
+        param[i] = lo;
+        double lm = loss(ctx);
+        param[i] = saved;
+        /* divide by the step float actually took, not the nominal 2 eps */
+        double num = (lp - lm) / ((double)hi - lo);
+        double err = fabs(analytic[i] - num) / fmax(fmax(fabs(analytic[i]), fabs(num)), 0.1);
+        if (!(err <= worst)) {
+            worst = err;
+            worst_i = i;
+            worst_a = analytic[i];
+            worst_num = num;
+        }
+    }
+    if (getenv("CT_VERBOSE")) printf("%-40s worst rel err %.3g\n", what, worst);
+    CHECK_MSG(worst <= tol, "%s: worst at %zu: analytic %.6g numeric %.6g (rel err %.3g)", what,
+              worst_i, worst_a, worst_num, worst);
+}
+
+/* ---- dense ---- */
+
+typedef struct dense_case {
+    float *x, *w, *b, *y, *r;
+    int n, k, m;
+} dense_case;
+
+static double dense_loss(void *p)
+{
+    dense_case *d = p;
+    ct_cpu_dense_forward(d->x, d->w, d->b, d->y, d->n, d->k, d->m);
+    return dot(d->y, d->r, (size_t)d->n * d->m);
+}
+
+static void test_dense(int with_bias)
+{
+    ct_rng rng = {42 + with_bias};
+    dense_case d = {.n = 3, .k = 5, .m = 4};
+    size_t nx = (size_t)d.n * d.k, nw = (size_t)d.m * d.k, ny = (size_t)d.n * d.m;
+    d.x = alloc_floats(nx), d.w = alloc_floats(nw), d.y = alloc_floats(ny), d.r = alloc_floats(ny);
+    d.b = with_bias ? alloc_floats(d.m) : NULL;
+    fill_uniform(d.x, nx, -1, 1, &rng);
+    fill_uniform(d.w, nw, -1, 1, &rng);
+    fill_uniform(d.r, ny, -1, 1, &rng);
+    if (d.b) fill_uniform(d.b, d.m, -1, 1, &rng);
+
+    /* forward against the definition */
+    dense_loss(&d);
+    double worst = 0.0;
+    for (int i = 0; i < d.n; i++) {
+        for (int j = 0; j < d.m; j++) {
+            double s = d.b ? d.b[j] : 0.0;
+            for (int t = 0; t < d.k; t++) s += (double)d.x[i * d.k + t] * d.w[j * d.k + t];
+            worst = fmax(worst, fabs(s - d.y[i * d.m + j]));
+        }
+    }
+    CHECK_MSG(worst < 1e-5, "dense forward off by %g", worst);
+
+    float *dx = alloc_floats(nx), *dw = alloc_floats(nw), *db = alloc_floats(d.m);
+    fill_const(dx, nx, PREFILL), fill_const(dw, nw, PREFILL), fill_const(db, d.m, PREFILL);
+    ct_cpu_dense_backward(d.x, d.w, d.r, dx, dw, d.b ? db : NULL, d.n, d.k, d.m);
+    subtract_prefill(dx, nx), subtract_prefill(dw, nw), subtract_prefill(db, d.m);
+    check_grad("dense dx", dense_loss, &d, d.x, dx, nx, 1e-2f, 1e-3);
+    check_grad("dense dw", dense_loss, &d, d.w, dw, nw, 1e-2f, 1e-3);
+    if (d.b) check_grad("dense db", dense_loss, &d, d.b, db, d.m, 1e-2f, 1e-3);
+    else CHECK(db[0] == 0.0f); /* NULL db left alone */
+
+    /* calling backward twice doubles the gradients */
+    float *dx2 = alloc_floats(nx), *dw2 = alloc_floats(nw), *db2 = alloc_floats(d.m);
+    for (int rep = 0; rep < 2; rep++) ct_cpu_dense_backward(d.x, d.w, d.r, dx2, dw2, db2, d.n, d.k, d.m);
+    for (size_t i = 0; i < nx; i++) dx[i] *= 2;
+    for (size_t i = 0; i < nw; i++) dw[i] *= 2;
+    CHECK(max_rel_err(dx, dx2, nx, 1.0) < 1e-5);
+    CHECK(max_rel_err(dw, dw2, nw, 1.0) < 1e-5);
+    if (d.b) {
+        for (int j = 0; j < d.m; j++) db[j] *= 2;
+        CHECK(max_rel_err(db, db2, d.m, 1e-3) < 1e-5);
+    }
+
+    /* NULL dx and db: only dw, unchanged */
+    float *dw3 = alloc_floats(nw);
+    ct_cpu_dense_backward(d.x, d.w, d.r, NULL, dw3, NULL, d.n, d.k, d.m);
+    for (size_t i = 0; i < nw; i++) dw3[i] *= 2;
+    CHECK(max_rel_err(dw3, dw, nw, 1.0) < 1e-5);
+
+    free(d.x), free(d.w), free(d.b), free(d.y), free(d.r);
+    free(dx), free(dw), free(db), free(dx2), free(dw2), free(db2), free(dw3);
+}
+
+/* ---- conv2d ---- */
+
+typedef struct conv_spec {
+    const char *name;
+    int n, h, w, c, f, kh, kw, stride, pad_t, pad_l, pad_b, pad_r, bias;
+} conv_spec;
+
+typedef struct conv_case {
+    ct_conv_geom g;
+    float *x, *w, *b, *y, *r, *ws;
+} conv_case;
+
+static double conv_loss(void *p)
+{
+    conv_case *cc = p;
+    ct_cpu_conv2d_forward(&cc->g, cc->x, cc->w, cc->b, cc->y, cc->ws);
+    return dot(cc->y, cc->r, (size_t)cc->g.n * cc->g.oh * cc->g.ow * cc->g.f);
+}
+
+/* Direct convolution, the definition the im2col path must reproduce. */
+static double conv_reference_err(const conv_case *cc)
+{
+    const ct_conv_geom *g = &cc->g;
+    double worst = 0.0;
+    for (int s = 0; s < g->n; s++)
+        for (int oy = 0; oy < g->oh; oy++)
+            for (int ox = 0; ox < g->ow; ox++)
+                for (int f = 0; f < g->f; f++) {
+                    double acc = cc->b ? cc->b[f] : 0.0;
+                    for (int ky = 0; ky < g->kh; ky++)
+                        for (int kx = 0; kx < g->kw; kx++) {
+                            int iy = oy * g->stride - g->pad_t + ky, ix = ox * g->stride - g->pad_l + kx;
+                            if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w) continue;
+                            for (int ch = 0; ch < g->c; ch++)
+                                acc += (double)cc->x[((s * g->h + iy) * g->w + ix) * g->c + ch] *
+                                       cc->w[((f * g->kh + ky) * g->kw + kx) * g->c + ch];
+                        }
+                    double got = cc->y[((s * g->oh + oy) * g->ow + ox) * g->f + f];
+                    worst = fmax(worst, fabs(acc - got));
+                }
+    return worst;
+}
+
+static void test_conv(const conv_spec *sp, int seed)
+{
+    ct_rng rng = {(uint64_t)seed};
+    conv_case cc = {0};
+    ct_conv_geom *g = &cc.g;
+    *g = (ct_conv_geom){.n = sp->n, .h = sp->h, .w = sp->w, .c = sp->c, .f = sp->f, .kh = sp->kh,
+                        .kw = sp->kw, .stride = sp->stride, .pad_t = sp->pad_t, .pad_l = sp->pad_l};
+    g->oh = (sp->h + sp->pad_t + sp->pad_b - sp->kh) / sp->stride + 1;
+    g->ow = (sp->w + sp->pad_l + sp->pad_r - sp->kw) / sp->stride + 1;
+    size_t nx = (size_t)g->n * g->h * g->w * g->c, nw = (size_t)g->f * g->kh * g->kw * g->c;
+    size_t ny = (size_t)g->n * g->oh * g->ow * g->f;
+    cc.x = alloc_floats(nx), cc.w = alloc_floats(nw), cc.y = alloc_floats(ny), cc.r = alloc_floats(ny);
+    cc.b = sp->bias ? alloc_floats(g->f) : NULL;
+    cc.ws = alloc_floats(ct_cpu_conv2d_workspace(g));
+    fill_uniform(cc.x, nx, -1, 1, &rng);
+    fill_uniform(cc.w, nw, -1, 1, &rng);
+    fill_uniform(cc.r, ny, -1, 1, &rng);
+    if (cc.b) fill_uniform(cc.b, g->f, -1, 1, &rng);
+
+    conv_loss(&cc);
+    double ferr = conv_reference_err(&cc);
+    CHECK_MSG(ferr < 1e-4, "conv %s forward off by %g", sp->name, ferr);
+
+    float *dx = alloc_floats(nx), *dw = alloc_floats(nw), *db = alloc_floats(g->f);
+    fill_const(dx, nx, PREFILL), fill_const(dw, nw, PREFILL), fill_const(db, g->f, PREFILL);
+    ct_cpu_conv2d_backward(g, cc.x, cc.w, cc.r, dx, dw, cc.b ? db : NULL, cc.ws);
+    subtract_prefill(dx, nx), subtract_prefill(dw, nw), subtract_prefill(db, g->f);
+    char what[128];
+    snprintf(what, sizeof what, "conv %s dx", sp->name);
+    check_grad(what, conv_loss, &cc, cc.x, dx, nx, 1e-2f, 2e-3);
+    snprintf(what, sizeof what, "conv %s dw", sp->name);
+    check_grad(what, conv_loss, &cc, cc.w, dw, nw, 1e-2f, 2e-3);
+    if (cc.b) {
+        snprintf(what, sizeof what, "conv %s db", sp->name);
+        check_grad(what, conv_loss, &cc, cc.b, db, g->f, 1e-2f, 2e-3);
+    }
+
+    /* twice from zero doubles; NULL dx and db leave dw as it was */
+    float *dx2 = alloc_floats(nx), *dw2 = alloc_floats(nw), *db2 = alloc_floats(g->f);
+    for (int rep = 0; rep < 2; rep++) ct_cpu_conv2d_backward(g, cc.x, cc.w, cc.r, dx2, dw2, db2, cc.ws);
+    for (size_t i = 0; i < nx; i++) dx[i] *= 2;
+    for (size_t i = 0; i < nw; i++) dw[i] *= 2;
+    CHECK_MSG(max_rel_err(dx, dx2, nx, 1.0) < 1e-5, "conv %s dx accumulates", sp->name);
+    CHECK_MSG(max_rel_err(dw, dw2, nw, 1.0) < 1e-5, "conv %s dw accumulates", sp->name);
+    float *dw3 = alloc_floats(nw);
+    ct_cpu_conv2d_backward(g, cc.x, cc.w, cc.r, NULL, dw3, NULL, cc.ws);
+    for (size_t i = 0; i < nw; i++) dw3[i] *= 2;
+    CHECK_MSG(max_rel_err(dw3, dw, nw, 1.0) < 1e-5, "conv %s dw with NULL dx, db", sp->name);
+
+    free(cc.x), free(cc.w), free(cc.b), free(cc.y), free(cc.r), free(cc.ws);
+    free(dx), free(dw), free(db), free(dx2), free(dw2), free(db2), free(dw3);
+}
+
+static void test_convs(void)
+{
+    static const conv_spec specs[] = {
+        /* name                 n  h  w  c  f kh kw  s pt pl pb pr bias */
+        {"3x3 valid",           2, 6, 6, 2, 3, 3, 3, 1, 0, 0, 0, 0, 1},
+        {"3x3 same",            2, 5, 5, 3, 2, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"5x5 same",            1, 6, 6, 2, 2, 5, 5, 1, 2, 2, 2, 2, 0},
+        {"3x3 stride 2 pad 1",  2, 7, 7, 2, 3, 3, 3, 2, 1, 1, 1, 1, 1},
+        {"3x3 stride 2 pad after only", 2, 8, 8, 2, 2, 3, 3, 2, 0, 0, 1, 1, 1},
+        {"1x1",                 2, 4, 4, 3, 5, 1, 1, 1, 0, 0, 0, 0, 1},
+        {"1x1 stride 2",        2, 5, 5, 3, 2, 1, 1, 2, 0, 0, 0, 0, 1},
+        {"non-square 3x2",      2, 5, 7, 3, 4, 3, 2, 1, 1, 0, 1, 1, 1},
+        {"5 channels 7 filters", 2, 6, 5, 5, 7, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"windows all padding", 1, 3, 3, 2, 2, 2, 2, 1, 3, 3, 3, 3, 1},
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) test_conv(&specs[i], 100 + (int)i);
+}
+
+/* ---- pooling ---- */
+
+typedef struct pool_spec {
+    const char *name;
+    int n, h, w, c, kh, kw, stride, pad_t, pad_l, pad_b, pad_r;
+} pool_spec;
+
+typedef struct pool_case {
+    ct_pool_geom g;
+    int is_max;
+    float *x, *y, *r;
+    int32_t *argmax;
+} pool_case;
+
+static size_t pool_out_size(const ct_pool_geom *g) { return (size_t)g->n * g->oh * g->ow * g->c; }
+
+static double pool_loss(void *p)
+{
+    pool_case *pc = p;
+    if (pc->is_max) ct_cpu_maxpool_forward(&pc->g, pc->x, pc->y, pc->argmax);
+    else ct_cpu_avgpool_forward(&pc->g, pc->x, pc->y);
+    return dot(pc->y, pc->r, pool_out_size(&pc->g));
+}
+
+/* Naive pooling: the window's max (first on ties, with its index) or mean over in-input cells.
+ * Returns the worst difference from pc->y; *argmax_ok says whether all indices matched. */
+static double pool_reference_err(const pool_case *pc, int *argmax_ok)
+{
+    const ct_pool_geom *g = &pc->g;
+    double worst = 0.0;
+    *argmax_ok = 1;
+    for (int s = 0; s < g->n; s++)
+        for (int oy = 0; oy < g->oh; oy++)
+            for (int ox = 0; ox < g->ow; ox++)
+                for (int ch = 0; ch < g->c; ch++) {
+                    double best = -INFINITY, sum = 0.0;
+                    int best_i = -1, count = 0;
+                    for (int ky = 0; ky < g->kh; ky++)
+                        for (int kx = 0; kx < g->kw; kx++) {
+                            int iy = oy * g->stride - g->pad_t + ky, ix = ox * g->stride - g->pad_l + kx;
+                            if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w) continue;
+                            int idx = (iy * g->w + ix) * g->c + ch;
+                            float v = pc->x[(size_t)s * g->h * g->w * g->c + idx];
+                            sum += v;
+                            count++;
+                            /* row-major window order meets the lower index first */
+                            if (v > best) {
+                                best = v;
+                                best_i = idx;
+                            }
+                        }
+                    size_t o = (((size_t)s * g->oh + oy) * g->ow + ox) * g->c + ch;
+                    double want = pc->is_max ? best : sum / count;
+                    worst = fmax(worst, fabs(want - pc->y[o]));
+                    if (pc->is_max && pc->argmax[o] != best_i) *argmax_ok = 0;
+                }
+    return worst;
+}
+
+static void test_pool(const pool_spec *sp, int is_max, int seed)
+{
+    ct_rng rng = {(uint64_t)seed};
+    pool_case pc = {.is_max = is_max};
+    ct_pool_geom *g = &pc.g;
+    *g = (ct_pool_geom){.n = sp->n, .h = sp->h, .w = sp->w, .c = sp->c, .kh = sp->kh, .kw = sp->kw,
+                        .stride = sp->stride, .pad_t = sp->pad_t, .pad_l = sp->pad_l};
+    g->oh = (sp->h + sp->pad_t + sp->pad_b - sp->kh) / sp->stride + 1;
+    g->ow = (sp->w + sp->pad_l + sp->pad_r - sp->kw) / sp->stride + 1;
+    size_t nx = (size_t)g->n * g->h * g->w * g->c, ny = pool_out_size(g);
+    pc.x = alloc_floats(nx), pc.y = alloc_floats(ny), pc.r = alloc_floats(ny);
+    pc.argmax = calloc(ny, sizeof(int32_t));
+    fill_distinct(pc.x, nx, &rng);
+    fill_uniform(pc.r, ny, -1, 1, &rng);
+    const char *kind = is_max ? "maxpool" : "avgpool";
+
+    pool_loss(&pc);
+    int argmax_ok;
+    double ferr = pool_reference_err(&pc, &argmax_ok);
+    CHECK_MSG(ferr < 1e-5, "%s %s forward off by %g", kind, sp->name, ferr);
+    CHECK_MSG(argmax_ok, "%s %s argmax", kind, sp->name);
+
+    float *dx = alloc_floats(nx);
+    fill_const(dx, nx, PREFILL);
+    if (is_max) ct_cpu_maxpool_backward(g, pc.r, pc.argmax, dx);
+    else ct_cpu_avgpool_backward(g, pc.r, dx);
+    subtract_prefill(dx, nx);
+    char what[128];
+    snprintf(what, sizeof what, "%s %s dx", kind, sp->name);
+    /* a step well under the 0.05 spacing of the inputs never changes which cell is the max */
+    check_grad(what, pool_loss, &pc, pc.x, dx, nx, 1e-2f, 1e-3);
+
+    free(pc.x), free(pc.y), free(pc.r), free(pc.argmax), free(dx);
+}
+
+static void test_pools(void)
+{
+    static const pool_spec specs[] = {
+        /* name                   n  h  w  c kh kw  s pt pl pb pr */
+        {"2x2 stride 2",          2, 6, 6, 3, 2, 2, 2, 0, 0, 0, 0},
+        {"3x3 stride 2 pad 1",    2, 7, 7, 2, 3, 3, 2, 1, 1, 1, 1},
+        {"3x3 stride 2 pad after", 1, 6, 5, 2, 3, 3, 2, 0, 0, 1, 0},
+        {"3x3 stride 1 pad 1",    1, 4, 5, 2, 3, 3, 1, 1, 1, 1, 1},
+        {"global",                2, 5, 4, 3, 5, 4, 1, 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        test_pool(&specs[i], 1, 200 + (int)i);
+        test_pool(&specs[i], 0, 300 + (int)i);
+    }
+}
+
+static void test_pool_hand_values(void)
+{
+    /* 2x2 stride 2 on one 4x4 channel; the last window ties (9, 9) and the first 9 wins */
+    const float x[16] = {1, 3, 2, 4, 5, 6, 8, 7, -1, 0, 9, 9, 2, 1, 3, 0};
+    ct_pool_geom g = {.n = 1, .h = 4, .w = 4, .c = 1, .kh = 2, .kw = 2, .stride = 2, .oh = 2, .ow = 2};
+    float y[4];
+    int32_t am[4];
+    ct_cpu_maxpool_forward(&g, x, y, am);
+    const float want_y[4] = {6, 8, 2, 9};
+    const int32_t want_am[4] = {5, 6, 12, 10};
+    for (int i = 0; i < 4; i++) {
+        CHECK_NEAR(y[i], want_y[i], 0);
+        CHECK(am[i] == want_am[i]);
+    }
+    float dx[16] = {0}, dy[4] = {1, 2, 3, 4};
+    ct_cpu_maxpool_backward(&g, dy, am, dx);
+    CHECK_NEAR(dx[5], 1, 0); CHECK_NEAR(dx[6], 2, 0); CHECK_NEAR(dx[12], 3, 0); CHECK_NEAR(dx[10], 4, 0);
+    CHECK_NEAR(dx[11], 0, 0);
+
+    /* all-negative input, 3x3 stride 2 pad 1: a zero from the padding must never win */
+    float neg[16];
+    for (int i = 0; i < 16; i++) neg[i] = -(float)(i + 1);
+    g = (ct_pool_geom){.n = 1, .h = 4, .w = 4, .c = 1, .kh = 3, .kw = 3, .stride = 2, .pad_t = 1,
+                       .pad_l = 1, .oh = 2, .ow = 2};
+    ct_cpu_maxpool_forward(&g, neg, y, am);
+    const float want_neg[4] = {-1, -2, -5, -6};
+    const int32_t want_neg_am[4] = {0, 1, 4, 5};
+    for (int i = 0; i < 4; i++) {
+        CHECK_NEAR(y[i], want_neg[i], 0);
+        CHECK(am[i] == want_neg_am[i]);
+    }
+
+    /* argmax indexes the sample's (h, w, c) volume: two channels, second sample */
+    const float x2[2 * 2 * 2 * 2] = {0, 0, 0, 0, 0, 0, 0, 0, /* sample 1: */ 1, 9, 4, 2, 3, 5, 2, 8};
+    g = (ct_pool_geom){.n = 2, .h = 2, .w = 2, .c = 2, .kh = 2, .kw = 2, .stride = 2, .oh = 1, .ow = 1};
+    float y2[4];
+    int32_t am2[4];
+    ct_cpu_maxpool_forward(&g, x2, y2, am2);
+    CHECK_NEAR(y2[2], 4, 0); CHECK_NEAR(y2[3], 9, 0);
+    CHECK(am2[2] == 2 && am2[3] == 1);
+
+    /* avgpool 3x3 stride 1 pad 1 on 1..9: padded cells are not counted */
+    const float nine[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    g = (ct_pool_geom){.n = 1, .h = 3, .w = 3, .c = 1, .kh = 3, .kw = 3, .stride = 1, .pad_t = 1,
+                       .pad_l = 1, .oh = 3, .ow = 3};
+    float avg[9], ones[9], dnine[9] = {0};
+    ct_cpu_avgpool_forward(&g, nine, avg);
+    CHECK_NEAR(avg[0], (1 + 2 + 4 + 5) / 4.0, 1e-6);
+    CHECK_NEAR(avg[1], (1 + 2 + 3 + 4 + 5 + 6) / 6.0, 1e-6);
+    CHECK_NEAR(avg[4], 5, 1e-6);
+    CHECK_NEAR(avg[8], (5 + 6 + 8 + 9) / 4.0, 1e-6);
+    fill_const(ones, 9, 1.0f);
+    ct_cpu_avgpool_backward(&g, ones, dnine);
+    /* the corner is in 4 windows of 4, 6, 6 and 9 cells; the centre in all nine */
+    CHECK_NEAR(dnine[0], 1 / 4.0 + 2 / 6.0 + 1 / 9.0, 1e-6);
+    CHECK_NEAR(dnine[4], 4 / 4.0 + 4 / 6.0 + 1 / 9.0, 1e-6);
+}
+
+/* ---- batch norm ---- */
+
+typedef struct bn_case {
+    float *x, *gamma, *beta, *y, *r, *mean, *invstd, *run_mean, *run_var;
+    int rows, c;
+} bn_case;
+
+static double bn_loss(void *p)
+{
+    bn_case *b = p;
+    ct_cpu_batchnorm_forward_train(b->x, b->gamma, b->beta, b->y, b->mean, b->invstd, b->run_mean,
+                                   b->run_var, b->rows, b->c, 0.1f, 1e-5f);
+    return dot(b->y, b->r, (size_t)b->rows * b->c);
+}
+
+static void test_batchnorm_grad(int rows, int c, int seed)
+{
+    ct_rng rng = {(uint64_t)seed};
+    bn_case b = {.rows = rows, .c = c};
+    size_t nx = (size_t)rows * c;
+    b.x = alloc_floats(nx), b.y = alloc_floats(nx), b.r = alloc_floats(nx);
+    b.gamma = alloc_floats(c), b.beta = alloc_floats(c), b.mean = alloc_floats(c);
+    b.invstd = alloc_floats(c), b.run_mean = alloc_floats(c), b.run_var = alloc_floats(c);
+    fill_uniform(b.x, nx, -1, 2, &rng);
+    fill_uniform(b.r, nx, -1, 1, &rng);
+    fill_uniform(b.gamma, c, 0.5f, 1.5f, &rng);
+    fill_uniform(b.beta, c, -0.5f, 0.5f, &rng);
+
+    bn_loss(&b);
+    float *dx = alloc_floats(nx), *dgamma = alloc_floats(c), *dbeta = alloc_floats(c);
+    fill_const(dx, nx, PREFILL), fill_const(dgamma, c, PREFILL), fill_const(dbeta, c, PREFILL);
+    ct_cpu_batchnorm_backward(b.x, b.gamma, b.r, b.mean, b.invstd, dx, dgamma, dbeta, rows, c);
+    subtract_prefill(dx, nx), subtract_prefill(dgamma, c), subtract_prefill(dbeta, c);
+    char what[128];
+    snprintf(what, sizeof what, "batchnorm %dx%d dx", rows, c);
+    check_grad(what, bn_loss, &b, b.x, dx, nx, 1e-2f, 5e-3);
+    snprintf(what, sizeof what, "batchnorm %dx%d dgamma", rows, c);
+    check_grad(what, bn_loss, &b, b.gamma, dgamma, c, 1e-2f, 1e-3);
+    snprintf(what, sizeof what, "batchnorm %dx%d dbeta", rows, c);
+    check_grad(what, bn_loss, &b, b.beta, dbeta, c, 1e-2f, 1e-3);
+
+    free(b.x), free(b.y), free(b.r), free(b.gamma), free(b.beta), free(b.mean), free(b.invstd);
+    free(b.run_mean), free(b.run_var), free(dx), free(dgamma), free(dbeta);
+}
+
+static void test_batchnorm_values(void)
+{
+    /* channel 0: 1 2 3 4 (mean 2.5, biased var 1.25, unbiased 5/3);
+     * channel 1: 2 2 2 6 (mean 3, biased var 3, unbiased 4) */
+    const float x[8] = {1, 2, 2, 2, 3, 2, 4, 6};
+    const float gamma[2] = {2, 0.5f}, beta[2] = {1, -1};
+    float y[8], mean[2], invstd[2], run_mean[2] = {0, 0}, run_var[2] = {1, 1};
+    ct_cpu_batchnorm_forward_train(x, gamma, beta, y, mean, invstd, run_mean, run_var, 4, 2, 0.1f, 1e-5f);
+    CHECK_NEAR(mean[0], 2.5, 1e-6); CHECK_NEAR(mean[1], 3, 1e-6);
+    CHECK_NEAR(invstd[0], 1 / sqrt(1.25 + 1e-5), 1e-6); CHECK_NEAR(invstd[1], 1 / sqrt(3 + 1e-5), 1e-6);
+    CHECK_NEAR(run_mean[0], 0.25, 1e-6); CHECK_NEAR(run_mean[1], 0.3, 1e-6);
+    CHECK_NEAR(run_var[0], 0.9 + 0.1 * 5.0 / 3.0, 1e-6); CHECK_NEAR(run_var[1], 0.9 + 0.4, 1e-6);
+    CHECK_NEAR(y[0], 2 * (1 - 2.5) / sqrt(1.25 + 1e-5) + 1, 1e-5);
+    CHECK_NEAR(y[7], 0.5 * (6 - 3) / sqrt(3 + 1e-5) - 1, 1e-5);
+
+    /* eval mode uses the running statistics */
+    float ye[8];
+    const float rm[2] = {0.5f, -1}, rv[2] = {4, 0.25f};
+    ct_cpu_batchnorm_forward_eval(x, gamma, beta, rm, rv, ye, 4, 2, 1e-3f);
+    double worst = 0.0;
+    for (int i = 0; i < 8; i++) {
+        int j = i % 2;
+        double want = gamma[j] * (x[i] - rm[j]) / sqrt(rv[j] + 1e-3) + beta[j];
+        worst = fmax(worst, fabs(want - ye[i]));
+    }
+    CHECK_MSG(worst < 1e-5, "batchnorm eval off by %g", worst);
+
+    /* a large mean over a small spread: statistics must not cancel away */
+    enum { ROWS = 1000 };
+    float *big = alloc_floats(ROWS), *ybig = alloc_floats(ROWS);
+    for (int i = 0; i < ROWS; i++) big[i] = 1000.0f + (i % 2 ? 0.01f : -0.01f);
+    float g1 = 1, b0 = 0, m1, s1, rm1 = 0, rv1 = 1;
+    ct_cpu_batchnorm_forward_train(big, &g1, &b0, ybig, &m1, &s1, &rm1, &rv1, ROWS, 1, 0.1f, 0.0f);
+    double true_std = 0.0;
+    for (int i = 0; i < ROWS; i++) true_std += ((double)big[i] - 1000.0) * ((double)big[i] - 1000.0);
+    true_std = sqrt(true_std / ROWS);
+    CHECK_NEAR(s1 * true_std, 1.0, 1e-3);
+    CHECK_NEAR(ybig[0], -1.0, 1e-2); CHECK_NEAR(ybig[1], 1.0, 1e-2);
+    free(big), free(ybig);
+}
+
+/* ---- elementwise ---- */
+
+typedef struct act_case {
+    ct_activation act;
+    float *x, *y, *r;
+    size_t n;
+} act_case;
+
+static double act_loss(void *p)
+{
+    act_case *a = p;
+    ct_cpu_activation_forward(a->act, a->x, a->y, a->n);
+    return dot(a->y, a->r, a->n);
+}
+
+static void test_activation_grad(ct_activation act, int seed)
+{
+    ct_rng rng = {(uint64_t)seed};
+    act_case a = {.act = act, .n = 64};
+    a.x = alloc_floats(a.n), a.y = alloc_floats(a.n), a.r = alloc_floats(a.n);
+    /* |x| in [0.1, 3]: well clear of the relu and leaky kinks at 0 */
+    fill_uniform(a.x, a.n, 0.1f, 3.0f, &rng);
+    for (size_t i = 0; i < a.n; i += 2) a.x[i] = -a.x[i];
+    fill_uniform(a.r, a.n, -1, 1, &rng);
+    float *dx = alloc_floats(a.n);
+    act_loss(&a);
+    fill_const(dx, a.n, PREFILL);
+    ct_cpu_activation_backward(act, a.x, a.y, a.r, dx, a.n);
+    subtract_prefill(dx, a.n);
+    static const char *const names[CT_ACT_COUNT] = {"linear", "relu", "leaky", "sigmoid", "tanh", "gelu"};
+    char what[64];
+    snprintf(what, sizeof what, "activation %s dx", names[act]);
+    check_grad(what, act_loss, &a, a.x, dx, a.n, 1e-2f, 1e-3);
+    free(a.x), free(a.y), free(a.r), free(dx);
+}
+
+static void test_activation_values(void)
+{
+    const float x[4] = {-2, -0.5f, 0.5f, 1};
+    float y[4];
+    ct_cpu_activation_forward(CT_ACT_RELU, x, y, 4);
+    CHECK(y[0] == 0 && y[1] == 0 && y[2] == 0.5f && y[3] == 1);
+    ct_cpu_activation_forward(CT_ACT_LEAKY, x, y, 4);
+    CHECK_NEAR(y[0], -0.2, 1e-7); CHECK_NEAR(y[1], -0.05, 1e-7); CHECK_NEAR(y[3], 1, 0);
+    ct_cpu_activation_forward(CT_ACT_TANH, x, y, 4);
+    CHECK_NEAR(y[2], 0.46211716, 1e-6);
+    ct_cpu_activation_forward(CT_ACT_GELU, x, y, 4);
+    CHECK_NEAR(y[3], 0.84134475, 1e-6); CHECK_NEAR(y[0], -0.04550026, 1e-6);
+    const float big[3] = {-100, 0, 100};
+    float s[3];
+    ct_cpu_activation_forward(CT_ACT_SIGMOID, big, s, 3);
+    CHECK_NEAR(s[0], 0, 1e-30); CHECK_NEAR(s[1], 0.5, 0); CHECK_NEAR(s[2], 1, 0);
+    /* in place, and linear copies */
+    float inplace[4] = {-2, -0.5f, 0.5f, 1};
+    ct_cpu_activation_forward(CT_ACT_RELU, inplace, inplace, 4);
+    CHECK(inplace[0] == 0 && inplace[3] == 1);
+    ct_cpu_activation_forward(CT_ACT_LINEAR, x, y, 4);
+    CHECK(memcmp(x, y, sizeof x) == 0);
+    /* gelu'(0) = 0.5, sigmoid'(0) = 0.25, both added to what dx held */
+    const float zero = 0, one = 1;
+    float d = 1;
+    ct_cpu_activation_backward(CT_ACT_GELU, &zero, NULL, &one, &d, 1);
+    CHECK_NEAR(d, 1.5, 1e-6);
+    ct_cpu_activation_backward(CT_ACT_SIGMOID, &zero, NULL, &one, &d, 1);
+    CHECK_NEAR(d, 1.75, 1e-6);
+}
+
+typedef struct dropout_case {
+    float *x, *y, *r;
+    uint8_t *mask;
+    size_t n;
+    float rate;
+} dropout_case;
+
+static double dropout_loss(void *p)
+{
+    dropout_case *d = p;
+    ct_cpu_dropout_forward(d->x, d->y, d->mask, d->n, d->rate, 7, 3);
+    return dot(d->y, d->r, d->n);
+}
+
+static void test_dropout(void)
+{
+    ct_rng rng = {500};
+    dropout_case d = {.n = 60, .rate = 0.4f};
+    d.x = alloc_floats(d.n), d.y = alloc_floats(d.n), d.r = alloc_floats(d.n);
+    d.mask = calloc(d.n, 1);
+    fill_uniform(d.x, d.n, -1, 1, &rng);
+    fill_uniform(d.r, d.n, -1, 1, &rng);
+    dropout_loss(&d);
+    float *dx = alloc_floats(d.n);
+    fill_const(dx, d.n, PREFILL);
+    ct_cpu_dropout_backward(d.r, d.mask, dx, d.n, d.rate);
+    subtract_prefill(dx, d.n);
+    check_grad("dropout dx", dropout_loss, &d, d.x, dx, d.n, 1e-2f, 1e-3);
+    free(d.x), free(d.y), free(d.r), free(d.mask), free(dx);
+
+    /* a million elements: the dropped fraction is within 6 sigma of the rate */
+    const size_t n = 1000000;
+    const float rate = 0.3f;
+    float *x = alloc_floats(n), *y = alloc_floats(n), *y2 = alloc_floats(n);
+    uint8_t *m1 = malloc(n), *m2 = malloc(n), *m3 = malloc(n);
+    fill_uniform(x, n, -1, 1, &rng);
+    ct_cpu_dropout_forward(x, y, m1, n, rate, 11, 5);
+    ct_cpu_dropout_forward(x, y2, m2, n, rate, 11, 5);
+    CHECK(memcmp(m1, m2, n) == 0 && memcmp(y, y2, n * sizeof(float)) == 0);
+    ct_cpu_dropout_forward(x, y2, m3, n, rate, 11, 6);
+    CHECK(memcmp(m1, m3, n) != 0); /* another stream, another mask */
+    size_t dropped = 0, bad_values = 0;
+    for (size_t i = 0; i < n; i++) {
+        dropped += !m1[i];
+        float want = m1[i] ? x[i] / (1 - rate) : 0.0f;
+        bad_values += fabsf(y[i] - want) > 1e-6f;
+        bad_values += m1[i] != (ct_uniform(11, 5, i) >= rate);
+    }
+    CHECK_NEAR((double)dropped / n, rate, 0.003);
+    CHECK(bad_values == 0);
+    ct_cpu_dropout_forward(x, y, m1, n, 0.0f, 11, 5);
+    CHECK(memcmp(x, y, n * sizeof(float)) == 0);
+    free(x), free(y), free(y2), free(m1), free(m2), free(m3);
+}
+
+typedef struct add_case {
+    float *a, *b, *y, *r;
+    size_t n;
+} add_case;
+
+static double add_loss(void *p)
+{
+    add_case *c = p;
+    ct_cpu_add_forward(c->a, c->b, c->y, c->n);
+    return dot(c->y, c->r, c->n);
+}
+
+static void test_add(void)
+{
+    ct_rng rng = {600};
+    add_case c = {.n = 20};
+    c.a = alloc_floats(c.n), c.b = alloc_floats(c.n), c.y = alloc_floats(c.n), c.r = alloc_floats(c.n);
+    fill_uniform(c.a, c.n, -1, 1, &rng);
+    fill_uniform(c.b, c.n, -1, 1, &rng);
+    fill_uniform(c.r, c.n, -1, 1, &rng);
+    add_loss(&c);
+    CHECK_NEAR(c.y[3], (double)c.a[3] + c.b[3], 1e-7);
+    float *da = alloc_floats(c.n), *db = alloc_floats(c.n);
+    fill_const(da, c.n, PREFILL), fill_const(db, c.n, PREFILL);
+    ct_cpu_accumulate(c.r, da, c.n);
+    ct_cpu_accumulate(c.r, db, c.n);
+    subtract_prefill(da, c.n), subtract_prefill(db, c.n);
+    check_grad("add da", add_loss, &c, c.a, da, c.n, 1e-2f, 1e-3);
+    check_grad("add db", add_loss, &c, c.b, db, c.n, 1e-2f, 1e-3);
+    free(c.a), free(c.b), free(c.y), free(c.r), free(da), free(db);
+
+    float rows[6] = {0, 1, 2, 3, 4, 5};
+    const float bias[2] = {10, 20};
+    ct_cpu_add_bias(rows, bias, 3, 2);
+    CHECK(rows[0] == 10 && rows[1] == 21 && rows[4] == 14 && rows[5] == 25);
+}
+
+static void test_all_finite(void)
+{
+    const size_t n = 100000;
+    float *v = alloc_floats(n);
+    CHECK(ct_cpu_all_finite(v, n) == 1);
+    v[n - 1] = INFINITY;
+    CHECK(ct_cpu_all_finite(v, n) == 0);
+    v[n - 1] = -INFINITY;
+    CHECK(ct_cpu_all_finite(v, n) == 0);
+    v[n - 1] = NAN;
+    CHECK(ct_cpu_all_finite(v, n) == 0);
+    v[n - 1] = 3.4e38f;
+    CHECK(ct_cpu_all_finite(v, n) == 1);
+    free(v);
+}
+
+/* ---- loss ---- */
+
+typedef struct xent_case {
+    float *logits;
+    int32_t *labels;
+    int n, k;
+    float scale;
+} xent_case;
+
+static double xent_loss(void *p)
+{
+    xent_case *c = p;
+    return c->scale * ct_cpu_softmax_xent(c->logits, c->labels, NULL, c->n, c->k, 1.0f, NULL);
+}
+
+static void test_xent_grad(void)
+{
+    ct_rng rng = {700};
+    xent_case c = {.n = 4, .k = 5, .scale = 0.25f};
+    size_t nl = (size_t)c.n * c.k;
+    c.logits = alloc_floats(nl);
+    c.labels = calloc(c.n, sizeof(int32_t));
+    fill_uniform(c.logits, nl, -3, 3, &rng);
+    for (int i = 0; i < c.n; i++) c.labels[i] = (i * 3 + 1) % c.k;
+    float *d = alloc_floats(nl);
+    fill_const(d, nl, 7.0f); /* dlogits is overwritten, not accumulated */
+    ct_cpu_softmax_xent(c.logits, c.labels, d, c.n, c.k, c.scale, NULL);
+    check_grad("softmax xent dlogits", xent_loss, &c, c.logits, d, nl, 1e-2f, 1e-3);
+    free(c.logits), free(c.labels), free(d);
+}
+
+static void test_xent_values(void)
+{
+    /* rows: right; wrong; a tie resolved to the first class (wrong); a tie won by the label */
+    const float logits[12] = {1, 2, 3, 5, 1, 0, 2, 2, 0, 0, 4, 4};
+    const int32_t labels[4] = {2, 1, 1, 1};
+    float d[12];
+    long correct = -1;
+    double loss = ct_cpu_softmax_xent(logits, labels, d, 1, 3, 1.0f, &correct);
+    CHECK_NEAR(loss, 0.40760596, 1e-7);
+    CHECK(correct == 1);
+    CHECK_NEAR(d[0], 0.09003057, 1e-7); CHECK_NEAR(d[1], 0.24472847, 1e-7);
+    CHECK_NEAR(d[2], 0.66524096 - 1, 1e-7);
+    loss = ct_cpu_softmax_xent(logits, labels, NULL, 4, 3, 1.0f, &correct);
+    double want = 0.40760596 + log(exp(5) + exp(1) + 1) - 1 + log(2 * exp(2) + 1) - 2 +
+                  log(1 + 2 * exp(4)) - 4;
+    CHECK_NEAR(loss, want, 1e-6);
+    CHECK(correct == 2);
+    /* huge logits neither overflow nor lose the answer */
+    const float huge[3] = {1000, 0, -1000};
+    const int32_t first = 0, second = 1;
+    CHECK_NEAR(ct_cpu_softmax_xent(huge, &first, NULL, 1, 3, 1.0f, &correct), 0, 1e-9);
+    CHECK_NEAR(ct_cpu_softmax_xent(huge, &second, NULL, 1, 3, 1.0f, NULL), 1000, 1e-3);
+}
+
+/* ---- optimizers ---- */
+
+static void test_sgd(void)
+{
+    float w = 1, g = 0.5f;
+    ct_cpu_sgd_step(&w, &g, NULL, 1, 0.1f, 0.0f, 0, 0.0f);
+    CHECK_NEAR(w, 0.95, 1e-7);
+    w = 1;
+    ct_cpu_sgd_step(&w, &g, NULL, 1, 0.1f, 0.0f, 0, 0.1f); /* g + 0.1 w = 0.6 */
+    CHECK_NEAR(w, 0.94, 1e-7);
+
+    /* heavy ball: vel 0.5 then 0.9 * 0.5 + 0.5 = 0.95 */
+    float vel = 0;
+    w = 1;
+    ct_cpu_sgd_step(&w, &g, &vel, 1, 0.1f, 0.9f, 0, 0.0f);
+    CHECK_NEAR(w, 0.95, 1e-7); CHECK_NEAR(vel, 0.5, 1e-7);
+    ct_cpu_sgd_step(&w, &g, &vel, 1, 0.1f, 0.9f, 0, 0.0f);
+    CHECK_NEAR(w, 0.855, 1e-6); CHECK_NEAR(vel, 0.95, 1e-7);
+
+    /* Nesterov steps by g + 0.9 vel: 0.95, then 0.5 + 0.9 * 0.95 = 1.355 */
+    vel = 0;
+    w = 1;
+    ct_cpu_sgd_step(&w, &g, &vel, 1, 0.1f, 0.9f, 1, 0.0f);
+    CHECK_NEAR(w, 0.905, 1e-6);
+    ct_cpu_sgd_step(&w, &g, &vel, 1, 0.1f, 0.9f, 1, 0.0f);
+    CHECK_NEAR(w, 0.7695, 1e-6);
+
+    /* momentum with weight decay folds the decay into the velocity */
+    vel = 0;
+    w = 2;
+    ct_cpu_sgd_step(&w, &g, &vel, 1, 0.1f, 0.9f, 0, 0.5f); /* g' = 1.5 */
+    CHECK_NEAR(vel, 1.5, 1e-7); CHECK_NEAR(w, 1.85, 1e-6);
+}
+
+/* One Adam step in double, straight from the formulas. */
+static double adam_ref(double *w, double g, double *m, double *v, double lr, double b1, double b2,
+                       double eps, long t)
+{
+    *m = b1 * *m + (1 - b1) * g;
+    *v = b2 * *v + (1 - b2) * g * g;
+    double mhat = *m / (1 - pow(b1, t)), vhat = *v / (1 - pow(b2, t));
+    *w -= lr * mhat / (sqrt(vhat) + eps);
+    return *w;
+}
+
+static void test_adam(void)
+{
+    const float lr = 0.01f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    /* first step: mhat = g, vhat = g^2, so each weight moves lr g / (|g| + eps) */
+    float w[3] = {1, 1, 1}, g[3] = {0.5f, -2, 1e-3f}, m[3] = {0}, v[3] = {0};
+    ct_cpu_adam_step(w, g, m, v, 3, lr, b1, b2, eps, 0.0f, 0, 1);
+    CHECK_NEAR(w[0], 1 - lr * 0.5 / (0.5 + 1e-8), 1e-6);
+    CHECK_NEAR(w[1], 1 + lr * 2 / (2 + 1e-8), 1e-6);
+    CHECK_NEAR(w[2], 1 - lr * 1e-3 / (1e-3 + 1e-8), 1e-6);
+
+    /* second step with another gradient, against the formulas in double */
+    double wd = w[0], md = 0, vd = 0, w0 = 1;
+    adam_ref(&w0, 0.5, &md, &vd, lr, b1, b2, eps, 1);
+    float g2 = -0.3f;
+    ct_cpu_adam_step(w, &g2, m, v, 1, lr, b1, b2, eps, 0.0f, 0, 2);
+    adam_ref(&wd, g2, &md, &vd, lr, b1, b2, eps, 2);
+    CHECK_NEAR(m[0], md, 1e-7); CHECK_NEAR(v[0], vd, 1e-9);
+    CHECK_NEAR(w[0], wd, 1e-6);
+
+    /* L2 decay (Adam) joins the gradient: g' = -0.05 + 0.1 * 1 > 0, so w goes down by ~lr */
+    float wa = 1, ga = -0.05f, ma = 0, va = 0;
+    ct_cpu_adam_step(&wa, &ga, &ma, &va, 1, lr, b1, b2, eps, 0.1f, 0, 1);
+    CHECK_NEAR(wa, 0.99, 1e-6);
+    /* decoupled decay (AdamW) shrinks w by lr wd first, then the step follows g < 0 */
+    float ww = 1, mw = 0, vw = 0;
+    ct_cpu_adam_step(&ww, &ga, &mw, &vw, 1, lr, b1, b2, eps, 0.1f, 1, 1);
+    CHECK_NEAR(ww, 1 * (1 - 0.01 * 0.1) + 0.01, 1e-6);
+}
+
+int main(void)
+{
+    test_dense(1);
+    test_dense(0);
+    test_convs();
+    test_pools();
+    test_pool_hand_values();
+    test_batchnorm_grad(12, 3, 400);
+    test_batchnorm_grad(6, 70, 401);
+    test_batchnorm_grad(50, 2, 402);
+    test_batchnorm_values();
+    for (int a = 0; a < CT_ACT_COUNT; a++) test_activation_grad((ct_activation)a, 450 + a);
+    test_activation_values();
+    test_dropout();
+    test_add();
+    test_all_finite();
+    test_xent_grad();
+    test_xent_values();
+    test_sgd();
+    test_adam();
+    return ct_test_done();
+}

@@ -1,0 +1,47 @@
+/* The cutrain command: shared options and the subcommands (one file each). */
+#ifndef CT_CLI_H
+#define CT_CLI_H
+
+#include <stdio.h>
+
+#include "cutrain.h"
+
+/* Exit codes: 0 ok, 1 runtime failure, 2 bad usage or config. */
+enum { CLI_OK = 0, CLI_FAILURE = 1, CLI_USAGE = 2 };
+
+#define CLI_MAX_SETS 64
+
+typedef struct cli_options {
+    const char *command;    /* train, eval, summary */
+    const char *config;
+    const char *sets[CLI_MAX_SETS];  /* "section.key=value" */
+    int n_sets;
+    const char *log_path;
+    const char *devices;
+    int quiet;
+} cli_options;
+
+/* Opens the config and applies --set and --devices; prints the failure and returns an exit code,
+ * or CLI_OK with *out open. */
+int cli_open(const cli_options *opt, ct_net **out);
+/* Prints "cutrain: <message>" and returns the exit code for the status. */
+int cli_fail(ct_net *net, ct_status status);
+int cli_exit_code(ct_status status);
+
+int cmd_train(const cli_options *opt);
+int cmd_eval(const cli_options *opt);
+int cmd_summary(const cli_options *opt);
+
+/* Progress display and JSON-lines log for training (progress.c). */
+typedef struct cli_progress {
+    int tty;                /* draw a bar on stdout */
+    int quiet;
+    FILE *log;              /* JSON lines, or NULL */
+    double started;
+} cli_progress;
+
+int cli_on_step(const ct_progress *p, void *user);
+int cli_on_epoch(const ct_epoch_stats *s, void *user);
+double cli_now(void);
+
+#endif

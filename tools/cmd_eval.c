@@ -1,0 +1,19 @@
+/* cutrain eval: test-set loss and accuracy of the network as configured. */
+#include "cli.h"
+
+int cmd_eval(const cli_options *opt)
+{
+    ct_net *net = NULL;
+    int rc = cli_open(opt, &net);
+    if (rc != CLI_OK)
+        return rc;
+    ct_eval_result r;
+    double started = cli_now();
+    ct_status st = ct_evaluate(net, &r);
+    if (st != CT_OK)
+        return cli_fail(net, st);
+    printf("test: loss %.4f accuracy %.4f (%ld images, %.1f s, backend %s)\n", r.loss, r.accuracy,
+           r.images, cli_now() - started, ct_backend_name(net));
+    ct_close(net);
+    return CLI_OK;
+}

@@ -1,0 +1,119 @@
+/* cutrain: the command line. `cutrain --config F` trains; subcommands eval and summary. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: cutrain [train] --config FILE [options]\n"
+            "       cutrain eval --config FILE [options]\n"
+            "       cutrain summary --config FILE [options]\n"
+            "\n"
+            "commands:\n"
+            "  train      train the network the config describes (the default)\n"
+            "  eval       test-set loss and accuracy of the network\n"
+            "  summary    per layer: output shape, parameters, FLOPs, activation bytes\n"
+            "\n"
+            "options:\n"
+            "  -c, --config FILE         the network and training config (.ini)\n"
+            "  -s, --set SECTION.KEY=V   override a config key (repeatable)\n"
+            "      --devices LIST        same as --set train.devices=LIST (cpu, all, 0, 0,1)\n"
+            "      --log FILE            append one JSON line per epoch to FILE\n"
+            "  -q, --quiet               print only errors and the final result\n"
+            "  -h, --help                this help\n"
+            "  -V, --version             the version\n"
+            "\n"
+            "exit status: 0 ok, 1 runtime failure, 2 bad usage or config\n");
+}
+
+/* Returns the value of an option that takes one, or NULL after printing the problem. */
+static const char *option_value(int argc, char **argv, int *i)
+{
+    const char *arg = argv[*i];
+    const char *eq = strchr(arg, '=');
+    if (arg[1] == '-' && eq)
+        return eq + 1;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "cutrain: %s needs a value\n", arg);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int is_option(const char *arg, const char *shortname, const char *longname)
+{
+    if (shortname && strcmp(arg, shortname) == 0)
+        return 1;
+    size_t n = strlen(longname);
+    return strncmp(arg, longname, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
+}
+
+static int parse_args(int argc, char **argv, cli_options *opt)
+{
+    int i = 1;
+    opt->command = "train";
+    if (argc > 1 && argv[1][0] != '-') {
+        opt->command = argv[1];
+        i = 2;
+        if (strcmp(opt->command, "train") && strcmp(opt->command, "eval") && strcmp(opt->command, "summary")) {
+            fprintf(stderr, "cutrain: unknown command '%s' (commands: train, eval, summary)\n", opt->command);
+            return CLI_USAGE;
+        }
+    }
+    for (; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *value = NULL;
+        if (is_option(arg, "-h", "--help")) {
+            usage(stdout);
+            exit(CLI_OK);
+        } else if (is_option(arg, "-V", "--version")) {
+            printf("cutrain %s\n", ct_version());
+            exit(CLI_OK);
+        } else if (is_option(arg, "-q", "--quiet")) {
+            opt->quiet = 1;
+        } else if (is_option(arg, "-c", "--config")) {
+            if (!(value = option_value(argc, argv, &i)))
+                return CLI_USAGE;
+            opt->config = value;
+        } else if (is_option(arg, "-s", "--set")) {
+            if (!(value = option_value(argc, argv, &i)))
+                return CLI_USAGE;
+            if (opt->n_sets == CLI_MAX_SETS) {
+                fprintf(stderr, "cutrain: at most %d --set options\n", CLI_MAX_SETS);
+                return CLI_USAGE;
+            }
+            opt->sets[opt->n_sets++] = value;
+        } else if (is_option(arg, NULL, "--devices")) {
+            if (!(value = option_value(argc, argv, &i)))
+                return CLI_USAGE;
+            opt->devices = value;
+        } else if (is_option(arg, NULL, "--log")) {
+            if (!(value = option_value(argc, argv, &i)))
+                return CLI_USAGE;
+            opt->log_path = value;
+        } else {
+            fprintf(stderr, "cutrain: unknown option '%s' (see cutrain --help)\n", arg);
+            return CLI_USAGE;
+        }
+    }
+    if (!opt->config) {
+        fprintf(stderr, "cutrain: %s needs --config FILE (see cutrain --help)\n", opt->command);
+        return CLI_USAGE;
+    }
+    return CLI_OK;
+}
+
+int main(int argc, char **argv)
+{
+    cli_options opt = {0};
+    int rc = parse_args(argc, argv, &opt);
+    if (rc != CLI_OK)
+        return rc;
+    if (strcmp(opt.command, "eval") == 0)
+        return cmd_eval(&opt);
+    if (strcmp(opt.command, "summary") == 0)
+        return cmd_summary(&opt);
+    return cmd_train(&opt);
+}

@@ -1,0 +1,65 @@
+/* The progress bar on a terminal, one plain line per epoch otherwise, and the JSON-lines log. */
+#include <math.h>
+
+#include "cli.h"
+
+static void format_rate(double per_s, char *buf, size_t n)
+{
+    if (per_s >= 1e6)
+        snprintf(buf, n, "%.2fM", per_s / 1e6);
+    else if (per_s >= 1e3)
+        snprintf(buf, n, "%.1fk", per_s / 1e3);
+    else
+        snprintf(buf, n, "%.0f", per_s);
+}
+
+int cli_on_step(const ct_progress *p, void *user)
+{
+    (void)user;
+    enum { WIDTH = 24 };
+    int filled = p->steps_per_epoch ? (int)(WIDTH * p->step_in_epoch / p->steps_per_epoch) : WIDTH;
+    char bar[WIDTH + 1], rate[32];
+    for (int i = 0; i < WIDTH; i++)
+        bar[i] = i < filled ? '=' : (i == filled ? '>' : ' ');
+    bar[WIDTH] = '\0';
+    format_rate(p->images_per_s, rate, sizeof rate);
+    double eta = p->step_in_epoch ? p->seconds * (double)(p->steps_per_epoch - p->step_in_epoch) /
+                                        (double)p->step_in_epoch : 0.0;
+    printf("\repoch %d/%d [%s] %ld/%ld loss %.4f acc %.4f %s img/s ETA %d:%02d  ", p->epoch, p->epochs,
+           bar, p->step_in_epoch, p->steps_per_epoch, p->loss, p->accuracy, rate, (int)eta / 60,
+           (int)eta % 60);
+    fflush(stdout);
+    return 0;
+}
+
+int cli_on_epoch(const ct_epoch_stats *s, void *user)
+{
+    cli_progress *pr = user;
+    char rate[32];
+    format_rate(s->images_per_s, rate, sizeof rate);
+    if (pr->tty)
+        printf("\r\033[K");
+    if (!pr->quiet || s->epoch == s->epochs) {
+        printf("epoch %d/%d: loss %.4f train_acc %.4f", s->epoch, s->epochs, s->loss, s->train_accuracy);
+        if (s->test_accuracy >= 0)
+            printf(" test_loss %.4f test_acc %.4f", s->test_loss, s->test_accuracy);
+        printf(" %s img/s %.1f s\n", rate, s->seconds);
+        fflush(stdout);
+    }
+    if (pr->log) {
+        /* no test set: null, so a reader never mistakes a placeholder for a figure */
+        char test_loss[32] = "null", test_acc[32] = "null";
+        if (s->test_accuracy >= 0) {
+            snprintf(test_loss, sizeof test_loss, "%.6f", s->test_loss);
+            snprintf(test_acc, sizeof test_acc, "%.6f", s->test_accuracy);
+        }
+        fprintf(pr->log,
+                "{\"epoch\": %d, \"epochs\": %d, \"step\": %ld, \"loss\": %.6f, \"train_accuracy\": %.6f, "
+                "\"test_loss\": %s, \"test_accuracy\": %s, \"images_per_s\": %.1f, "
+                "\"seconds\": %.3f, \"learning_rate\": %.8g}\n",
+                s->epoch, s->epochs, s->step, s->loss, s->train_accuracy, test_loss, test_acc,
+                s->images_per_s, s->seconds, s->learning_rate);
+        fflush(pr->log);
+    }
+    return 0;
+}
