@@ -7,7 +7,6 @@
  * Everything goes through zlib's gz* functions, which read plain files unchanged, so gzip is
  * detected by content rather than by the file name. */
 #include <errno.h>
-#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,27 +56,33 @@ static ct_status gz_failure(gzFile gz, const char *path, ct_err *err)
     int zerr = Z_OK;
     const char *zmsg = zlib_message(gz, path, &zerr);
     if (zerr == Z_ERRNO)
-        return ct_fail(err, CT_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+        return ct_fail(err, CT_ERR_IO, "%s: cannot read: %s", path, zmsg);   /* zmsg: strerror */
     if (zerr == Z_BUF_ERROR)   /* zlib's way of saying the gzip stream stops early */
         return ct_fail(err, CT_ERR_DATA, "%s: truncated gzip stream (%s)", path, zmsg);
     return ct_fail(err, CT_ERR_DATA, "%s: corrupted gzip stream (%s)", path, zmsg);
 }
 
-/* True when the stream has hit a zlib or OS error (a plain short read leaves Z_OK). */
-static int gz_has_error(gzFile gz)
+/* zlib's error code for the stream (Z_OK after a plain short read of a raw file). */
+static int gz_code(gzFile gz)
 {
     int zerr = Z_OK;
     gzerror(gz, &zerr);
-    return zerr != Z_OK;
+    return zerr;
 }
 
-/* True when the gzip stream ended before its trailer: the payload is short, which the caller
- * reports with the sizes involved rather than as a zlib error. */
-static int gz_ended_early(gzFile gz)
+/* A failure other than the gzip stream ending early (Z_BUF_ERROR). An early end only means the
+ * data is short, which callers report with the sizes involved. */
+static int gz_broken(gzFile gz)
 {
-    int zerr = Z_OK;
-    gzerror(gz, &zerr);
-    return zerr == Z_BUF_ERROR;
+    int zerr = gz_code(gz);
+    return zerr != Z_OK && zerr != Z_BUF_ERROR;
+}
+
+/* A header read failed outright. zlib may flag an early end of the stream while buffering ahead;
+ * that only matters when the read came up short, and then the caller says "truncated". */
+static int read_failed(gzFile gz, int got, int want)
+{
+    return got < 0 || (got < want && gz_broken(gz));
 }
 
 /* Opens `path` and reads the magic and dimensions. `ndims_ok` lists the accepted dimension
@@ -96,7 +101,7 @@ static ct_status idx_open(idx_file *f, const char *path, const int *ndims_ok, co
 
     unsigned char head[4 + 4 * 4];
     int got = gzread(f->gz, head, 4);
-    if (got < 0 || gz_has_error(f->gz))
+    if (read_failed(f->gz, got, 4))
         return gz_failure(f->gz, path, err);
     if (got == 0)
         return ct_fail(err, CT_ERR_DATA, "%s: empty file (expected an IDX %s file)", path, what);
@@ -112,7 +117,7 @@ static ct_status idx_open(idx_file *f, const char *path, const int *ndims_ok, co
                        path, what, (unsigned)magic, (unsigned)(IDX_TYPE_UBYTE << 8 | ndims_ok[0]));
 
     got = gzread(f->gz, head + 4, (unsigned)(4 * nd));
-    if (got < 0 || gz_has_error(f->gz))
+    if (read_failed(f->gz, got, 4 * nd))
         return gz_failure(f->gz, path, err);
     if (got < 4 * nd)
         return ct_fail(err, CT_ERR_DATA, "%s: truncated IDX header (%d of %d bytes)", path, 4 + got,
@@ -172,12 +177,10 @@ static ct_status read_payload(idx_file *f, size_t want, uint8_t **out, size_t *g
         int n = gzread(f->gz, buf + have, (unsigned)(room < IDX_MAX_READ ? room : IDX_MAX_READ));
         if (n > 0)
             have += (size_t)n;
-        if (n <= 0 || gz_has_error(f->gz))
+        if (n <= 0 || gz_broken(f->gz))
             break;
     }
-    /* A gzip stream that simply stops is a short payload, which the caller reports with the
-     * sizes involved; any other error is a corrupted stream or a failed read. */
-    if (gz_has_error(f->gz) && !gz_ended_early(f->gz)) {
+    if (gz_broken(f->gz)) {
         free(buf);
         return gz_failure(f->gz, f->path, err);
     }
@@ -192,7 +195,7 @@ static ct_status check_trailer(idx_file *f, ct_err *err)
 {
     unsigned char extra;
     int n = gzread(f->gz, &extra, 1);
-    if (n < 0 || gz_has_error(f->gz))
+    if (n < 0 || gz_code(f->gz) != Z_OK)
         return gz_failure(f->gz, f->path, err);
     return CT_OK;
 }

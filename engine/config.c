@@ -334,7 +334,7 @@ static void join_variants(const char *const *names, unsigned mask, char *buf, si
 {
     int total = 0, done = 0;
     for (int i = 0; names[i]; i++)
-        total += (mask >> i) & 1u;
+        total += (int)((mask >> i) & 1u);
     size_t used = 0;
     buf[0] = '\0';
     for (int i = 0; names[i] && used < size; i++) {
@@ -747,7 +747,7 @@ static ct_status parse_batch(const value_ctx *vc, const key_spec *ks, const char
 {
     if (strcmp(text, "auto") == 0)
         return fail_value(vc, "batch = auto is not available yet (it needs the memory planner); give a number");
-    long v;
+    long v = 0;
     ct_status st = read_integer(vc, ks, text, INT_MIN, INT_MAX, &v);
     if (st == CT_OK)
         ((ct_train_config *)base)->batch = (int)v;
@@ -875,7 +875,9 @@ static ct_status unknown_key(const value_ctx *vc, const key_spec *table, size_t 
         if (applies(&table[i], vc->variant))
             suggest_consider(&s, table[i].name);
     char hint[128];
-    if (s.best || !elsewhere)
+    /* A real key of other layer types is probably not a typo ("units" in a conv2d is not "init"),
+     * unless a key of this type is one edit away ("input" in an add means "inputs"). */
+    if (!elsewhere || (s.best && s.dist <= 1))
         return fail_value(vc, "unknown key '%s' in [%s]%s", key, vc->section, did_you_mean(&s, hint, sizeof hint));
     join_variants(layer_type_names, elsewhere, which, sizeof which);
     return fail_value(vc, "unknown key '%s' in [%s] (%s applies only to %s layers)", key, vc->section, key, which);

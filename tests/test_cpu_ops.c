@@ -753,6 +753,10 @@ static void test_xent_values(void)
                   log(1 + 2 * exp(4)) - 4;
     CHECK_NEAR(loss, want, 1e-6);
     CHECK(correct == 2);
+    ct_cpu_softmax_xent(logits + 6, labels + 2, NULL, 1, 3, 1.0f, &correct);
+    CHECK(correct == 0); /* 2 2 0: the first maximum, class 0, is the prediction */
+    ct_cpu_softmax_xent(logits + 9, labels + 3, NULL, 1, 3, 1.0f, &correct);
+    CHECK(correct == 1); /* 0 4 4: class 1 */
     /* huge logits neither overflow nor lose the answer */
     const float huge[3] = {1000, 0, -1000};
     const int32_t first = 0, second = 1;

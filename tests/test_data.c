@@ -312,12 +312,12 @@ static void test_idx_files(void)
     CHECK(gzl != NULL && n > 1000);
     tmp_path(p, sizeof p, "half-labels.gz");
     write_file(p, gzl, n / 2);
-    expect_idx_fail(vi, p, CT_ERR_DATA, p, "truncated");
+    expect_idx_fail(vi, p, CT_ERR_DATA, p, "truncated: header says 10000 labels, file holds");
     size_t ni = 0;
     uint8_t *gzi = read_file(vi, &ni);
     tmp_path(q, sizeof q, "cut-images.gz");
     write_file(q, gzi, ni < (1u << 20) ? ni / 2 : (1u << 20));
-    expect_idx_fail(q, vl, CT_ERR_DATA, q, "truncated");
+    expect_idx_fail(q, vl, CT_ERR_DATA, q, "truncated: header says 10000 images of 28x28");
     free(gzi);
 
     /* Corrupted gzip stream: bytes flipped in the middle of the deflate data. */

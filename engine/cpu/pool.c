@@ -1,6 +1,5 @@
 /* Max and average pooling over NHWC activations. Each output pixel's window is clipped to the
  * input first, so padding is never read: it never wins a max and never counts in an average. */
-#include <math.h>
 #include <string.h>
 
 #include "cpu_ops.h"
@@ -22,6 +21,39 @@ static window pool_window(const ct_pool_geom *g, int oy, int ox)
 
 static size_t sample_size(const ct_pool_geom *g) { return (size_t)g->h * g->w * g->c; }
 
+/* One output pixel, all channels. xs: the sample (h, w, c); yo, ao: (c). The window's first
+ * cell seeds the max and later cells replace it only when strictly greater, so ties keep the
+ * first maximum as the reference frameworks do; the select form lets the channel loop vectorise. */
+static void max_window(const ct_pool_geom *g, const float *restrict xs, window win,
+                       float *restrict yo, int32_t *restrict ao)
+{
+    const int c = g->c;
+    if (win.y1 <= win.y0 || win.x1 <= win.x0) {
+        /* a window entirely in the padding has no input to pick: 0, and no gradient */
+        for (int ch = 0; ch < c; ch++) {
+            yo[ch] = 0.0f;
+            ao[ch] = -1;
+        }
+        return;
+    }
+    const int32_t first = (win.y0 * g->w + win.x0) * c;
+    for (int ch = 0; ch < c; ch++) {
+        yo[ch] = xs[first + ch];
+        ao[ch] = first + ch;
+    }
+    for (int iy = win.y0; iy < win.y1; iy++) {
+        for (int ix = win.x0; ix < win.x1; ix++) {
+            const int32_t base = (iy * g->w + ix) * c;
+            const float *xi = xs + base;
+            for (int ch = 0; ch < c; ch++) {
+                int gt = xi[ch] > yo[ch];
+                yo[ch] = gt ? xi[ch] : yo[ch];
+                ao[ch] = gt ? base + ch : ao[ch];
+            }
+        }
+    }
+}
+
 // x: (n, h, w, c); y, argmax: (n, oh, ow, c)
 void ct_cpu_maxpool_forward(const ct_pool_geom *g, const float *x, float *y, int32_t *argmax)
 {
@@ -32,29 +64,7 @@ void ct_cpu_maxpool_forward(const ct_pool_geom *g, const float *x, float *y, int
             const float *xs = x + s * sample_size(g);
             for (int ox = 0; ox < g->ow; ox++) {
                 size_t o = (((size_t)s * g->oh + oy) * g->ow + ox) * c;
-                window win = pool_window(g, oy, ox);
-                float *yo = y + o;
-                int32_t *ao = argmax + o;
-                /* a window entirely in the padding has no input to pick: 0, and no gradient */
-                for (int ch = 0; ch < c; ch++) {
-                    yo[ch] = -INFINITY;
-                    ao[ch] = -1;
-                }
-                for (int iy = win.y0; iy < win.y1; iy++) {
-                    for (int ix = win.x0; ix < win.x1; ix++) {
-                        int32_t base = (int32_t)(((size_t)iy * g->w + ix) * c);
-                        /* strict > keeps the first maximum, as the reference frameworks do */
-                        for (int ch = 0; ch < c; ch++) {
-                            if (xs[base + ch] > yo[ch] || ao[ch] < 0) {
-                                yo[ch] = xs[base + ch];
-                                ao[ch] = base + ch;
-                            }
-                        }
-                    }
-                }
-                for (int ch = 0; ch < c; ch++) {
-                    if (ao[ch] < 0) yo[ch] = 0.0f;
-                }
+                max_window(g, xs, pool_window(g, oy, ox), y + o, argmax + o);
             }
         }
     }

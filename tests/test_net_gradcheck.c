@@ -1,0 +1,97 @@
+/* Whole-network gradient check by finite differences, through the network builder and the CPU
+ * backend: fused activations, flatten aliasing, residual adds (gradient accumulation from two
+ * consumers), batch norm, dropout and pooling, wired as the trainer wires them. */
+#include "engine/handle.h"
+#include "tests/test_util.h"
+
+static const char *NET =
+    "[data]\nformat = synthetic\nshape = 8, 8, 2\nclasses = 5\ncount = 64\ntest_count = 0\n"
+    "[train]\nbatch = 6\ndevices = cpu\nseed = 3\n"
+    "[c1]\ntype = conv2d\nfilters = 4\nsize = 3\nstride = 2\npadding = same\nactivation = tanh\n"
+    "[bn]\ntype = batchnorm\n"
+    "[act]\ntype = activation\nactivation = leaky\n"
+    "[c2]\ntype = conv2d\nfilters = 4\nsize = 3\npadding = same\nactivation = sigmoid\n"
+    "[c3]\ntype = conv2d\nfilters = 4\nsize = 1\ninput = act\nbias = off\n"
+    "[res]\ntype = add\ninputs = c2, c3\nactivation = gelu\n"
+    "[mp]\ntype = maxpool\nsize = 3\nstride = 1\npadding = same\n"
+    "[ap]\ntype = avgpool\nsize = 2\n"
+    "[gp]\ntype = avgpool\nglobal = on\ninput = res\n"
+    "[flat]\ntype = flatten\ninput = ap\n"
+    "[fc]\ntype = dense\nunits = 7\nactivation = gelu\n"
+    "[drop]\ntype = dropout\nrate = 0.3\n"
+    "[out]\ntype = dense\nunits = 5\n";
+
+/* Mean loss of one training-mode forward pass (fixed dropout seed, batch statistics). */
+static double loss_at(ct_net *net, int n)
+{
+    ct_graph *g = &net->graph;
+    double loss;
+    long correct;
+    ct_err err;
+    net->be->ops->read_metrics(net->be, &loss, &correct, 1, &err);
+    ct_graph_forward(g, n, 1, 99, &err);
+    net->be->ops->loss(net->be, ct_graph_output(g)->y, g->labels, NULL, n, g->classes, &err);
+    net->be->ops->read_metrics(net->be, &loss, &correct, 1, &err);
+    return loss / n;
+}
+
+int main(void)
+{
+    ct_net *net = NULL;
+    CHECK(ct_open_string(NET, "gradcheck.ini", &net) == CT_OK);
+    ct_status st = ct_prepare(net);
+    CHECK_MSG(st == CT_OK, "%s", ct_errmsg(net));
+    if (st != CT_OK)
+        return ct_test_done();
+    ct_graph *g = &net->graph;
+    int n = g->batch;
+    ct_rng rng = {12345};
+    for (size_t i = 0; i < (size_t)n * ct_shape_size(g->input); i++)
+        g->x[i] = 2.0f * ct_rng_uniform(&rng) - 1.0f;
+    for (int i = 0; i < n; i++)
+        g->labels[i] = (int32_t)(ct_rng_next(&rng) % 5);
+    /* small random biases so no unit starts exactly at an activation's kink */
+    for (size_t i = 0; i < g->n_params; i++)
+        g->params[i] += 0.05f * (ct_rng_uniform(&rng) - 0.5f);
+
+    ct_err err;
+    ct_graph_forward(g, n, 1, 99, &err);
+    ct_graph_zero_grads(g, n, &err);
+    net->be->ops->loss(net->be, ct_graph_output(g)->y, g->labels, ct_graph_output(g)->dy, n, g->classes, &err);
+    ct_graph_backward(g, n, &err);
+
+    /* every parameter of every layer, central differences */
+    const float eps = 2e-3f;
+    int checked = 0, bad = 0;
+    double worst = 0.0;
+    for (int li = 0; li < g->n_layers; li++) {
+        const ct_layer *l = &g->layers[li];
+        size_t count = l->w_count + l->b_count;
+        for (size_t k = 0; k < count; k++) {
+            size_t p = l->w_off + k;
+            float saved = g->params[p];
+            g->params[p] = saved + eps;
+            double up = loss_at(net, n);
+            g->params[p] = saved - eps;
+            double down = loss_at(net, n);
+            g->params[p] = saved;
+            double numeric = (up - down) / (2.0 * eps);
+            double analytic = g->grads[p];
+            double diff = fabs(numeric - analytic);
+            double rel = diff / fmax(fabs(numeric) + fabs(analytic), 1e-3);
+            checked++;
+            if (rel > worst)
+                worst = rel;
+            if (rel > 0.05 && diff > 2e-4) {
+                if (bad++ < 10)
+                    fprintf(stderr, "[%s] param %zu: analytic %.6g numeric %.6g\n", l->cfg->name, k,
+                            analytic, numeric);
+            }
+        }
+    }
+    printf("checked %d parameters, worst relative error %.3g\n", checked, worst);
+    CHECK(checked > 300);
+    CHECK_MSG(bad == 0, "%d of %d parameter gradients disagree with finite differences", bad, checked);
+    ct_close(net);
+    return ct_test_done();
+}
