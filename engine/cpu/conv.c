@@ -1,8 +1,8 @@
 /* 2-D convolution as im2col + one GEMM over the whole batch.
  *
  * The cols matrix has one row per output pixel, (n*oh*ow, kh*kw*c), and its columns run in the
- * weights' (kh, kw, c) order, so with NHWC input both im2col rows and weight rows are plain
- * copies of contiguous memory and y (n*oh*ow, f) = cols w^T is already NHWC. */
+ * weights' (kh, kw, c) order: with NHWC input, the in-bounds part of each kernel row is one
+ * contiguous run of x to copy, and y (n*oh*ow, f) = cols w^T comes out NHWC. */
 #include <string.h>
 
 #include <cblas.h>
@@ -27,6 +27,7 @@ static int cols_is_input(const ct_conv_geom *g)
            g->oh == g->h && g->ow == g->w;
 }
 
+/* 0 for the 1x1 fast path, whose ws may then be NULL. */
 size_t ct_cpu_conv2d_workspace(const ct_conv_geom *g)
 {
     if (cols_is_input(g)) return 0;

@@ -1,0 +1,56 @@
+/* End-to-end training of a model of the zoo on the full Fashion-MNIST, through the public API:
+ * prints each epoch and asserts the final test accuracy reaches the target. */
+#ifndef CT_E2E_COMMON_H
+#define CT_E2E_COMMON_H
+
+#include <time.h>
+
+#include "cutrain.h"
+#include "tests/test_util.h"
+
+static int e2e_on_epoch(const ct_epoch_stats *s, void *user)
+{
+    (void)user;
+    printf("epoch %d/%d: loss %.4f train_acc %.4f test_acc %.4f %.0f img/s %.1f s\n", s->epoch, s->epochs,
+           s->loss, s->train_accuracy, s->test_accuracy, s->images_per_s, s->seconds);
+    fflush(stdout);
+    return 0;
+}
+
+static int e2e_run(const char *model, double target)
+{
+    char path[1024], value[1024];
+    snprintf(path, sizeof path, "%s/models/%s", CT_SOURCE_DIR, model);
+    ct_net *net = NULL;
+    ct_status st = ct_open_file(path, &net);
+    /* the data may live elsewhere than the package's folder (CT_FMNIST_DIR) */
+    static const char *const keys[][2] = {
+        {"data.train", "train-images-idx3-ubyte.gz"}, {"data.train_labels", "train-labels-idx1-ubyte.gz"},
+        {"data.test", "t10k-images-idx3-ubyte.gz"},   {"data.test_labels", "t10k-labels-idx1-ubyte.gz"},
+    };
+    for (int i = 0; st == CT_OK && i < 4; i++) {
+        snprintf(value, sizeof value, "%s/%s", ct_fmnist_dir(), keys[i][1]);
+        st = ct_set(net, keys[i][0], value);
+    }
+    if (st == CT_OK)
+        st = ct_set(net, "train.devices", "cpu");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ct_callbacks cb = {.on_epoch = e2e_on_epoch};
+    if (st == CT_OK)
+        st = ct_fit(net, &cb);
+    ct_eval_result r = {0};
+    if (st == CT_OK)
+        st = ct_evaluate(net, &r);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK_MSG(st == CT_OK, "%s", ct_errmsg(net));
+    double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("%s: test accuracy %.4f (target %.3f), test loss %.4f, %ld test images, %.1f s wall clock\n",
+           model, r.accuracy, target, r.loss, r.images, seconds);
+    CHECK(r.images == 10000);
+    CHECK_MSG(r.accuracy >= target, "%s reached %.4f, below the target %.3f", model, r.accuracy, target);
+    ct_close(net);
+    return ct_test_done();
+}
+
+#endif

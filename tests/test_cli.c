@@ -1,0 +1,109 @@
+/* The cutrain command as a user runs it: exit codes (0 ok, 1 runtime failure, 2 bad usage or
+ * config), messages naming file and line, the JSON-lines log, eval and summary. */
+#define _DEFAULT_SOURCE
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/test_util.h"
+
+static char dir[64];
+static char out[1 << 16];
+
+/* Runs `cutrain ARGS` (stdout and stderr into `out`); returns the exit code. */
+static int run(const char *args)
+{
+    const char *cli = getenv("CT_CLI");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd %s && %s %s 2>&1", dir, cli ? cli : "cutrain", args);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void write_file(const char *name, const char *text)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static const char *NET =
+    "[data]\nformat = synthetic\nshape = 6, 6, 1\nclasses = 3\ncount = 300\ntest_count = 90\n"
+    "[train]\nepochs = 2\nbatch = 30\nlearning_rate = 0.01\n"
+    "[flat]\ntype = flatten\n"
+    "[hidden]\ntype = dense\nunits = 16\nactivation = relu\n"
+    "[out]\ntype = dense\nunits = 3\n";
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/ct_cli_XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    write_file("net.ini", NET);
+
+    CHECK(run("--version") == 0 && ct_contains(out, "cutrain 0."));
+    CHECK(run("--help") == 0 && ct_contains(out, "usage:") && ct_contains(out, "exit status"));
+    CHECK(run("") == 2 && ct_contains(out, "--config"));
+    CHECK(run("--config net.ini --bogus") == 2 && ct_contains(out, "unknown option '--bogus'"));
+    CHECK(run("frobnicate --config net.ini") == 2 && ct_contains(out, "unknown command"));
+    CHECK(run("--config net.ini --set") == 2 && ct_contains(out, "needs a value"));
+    CHECK(run("--config net.ini --set train.epochs") == 2 && ct_contains(out, "SECTION.KEY=VALUE"));
+    CHECK(run("--config missing.ini") == 1 && ct_contains(out, "missing.ini"));
+
+    /* config errors: exit 2, FILE:LINE, suggestion */
+    write_file("typo.ini", "[data]\nformat = synthetic\n[train]\nepohcs = 3\n[out]\ntype = dense\nunits = 10\n");
+    CHECK_MSG(run("--config typo.ini") == 2 && ct_contains(out, "cutrain: typo.ini:4:") &&
+              ct_contains(out, "did you mean 'epochs'"), "got: %s", out);
+    CHECK_MSG(run("--config net.ini --set train.optimizer=adma") == 2 && ct_contains(out, "--set train.optimizer") &&
+              ct_contains(out, "did you mean 'adam'"), "got: %s", out);
+    write_file("shape.ini", "[data]\nformat = synthetic\n[c]\ntype = conv2d\nfilters = 2\nsize = 40\n"
+                            "[f]\ntype = flatten\n[out]\ntype = dense\nunits = 10\n");
+    CHECK_MSG(run("summary --config shape.ini") == 2 && ct_contains(out, "shape.ini:3:") &&
+              ct_contains(out, "does not fit"), "got: %s", out);
+
+    /* a data file that is missing: runtime failure, exit 1, names the file */
+    write_file("nodata.ini", "[data]\ntrain = nothere.gz\ntrain_labels = nolabels.gz\n"
+                             "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 10\n");
+    CHECK_MSG(run("--config nodata.ini") == 1 && ct_contains(out, "nothere.gz"), "got: %s", out);
+
+    /* training with a JSON-lines log, one record per epoch */
+    CHECK_MSG(run("--config net.ini --set train.devices=cpu --log log.jsonl") == 0 &&
+              ct_contains(out, "backend cpu") && ct_contains(out, "epoch 2/2"), "got: %s", out);
+    char log_path[256];
+    snprintf(log_path, sizeof log_path, "%s/log.jsonl", dir);
+    FILE *f = fopen(log_path, "r");
+    CHECK(f != NULL);
+    int records = 0;
+    char line[1024];
+    while (f && fgets(line, sizeof line, f)) {
+        records++;
+        CHECK(ct_contains(line, "\"epoch\": ") && ct_contains(line, "\"loss\": ") &&
+              ct_contains(line, "\"train_accuracy\": ") && ct_contains(line, "\"test_accuracy\": 0.") &&
+              ct_contains(line, "\"images_per_s\": ") && ct_contains(line, "\"seconds\": "));
+    }
+    if (f)
+        fclose(f);
+    CHECK(records == 2);
+    CHECK(run("train --config net.ini --quiet") == 0 && !ct_contains(out, "epoch 1/2") &&
+          ct_contains(out, "epoch 2/2"));
+
+    CHECK_MSG(run("eval --config net.ini") == 0 && ct_contains(out, "test: loss") &&
+              ct_contains(out, "(90 images"), "got: %s", out);
+    CHECK_MSG(run("summary --config net.ini") == 0 && ct_contains(out, "hidden") &&
+              ct_contains(out, "total") && ct_contains(out, "643"), "got: %s", out); /* 36*16+16 + 16*3+3 */
+
+    char cleanup[128];
+    snprintf(cleanup, sizeof cleanup, "rm -rf %s", dir);
+    if (system(cleanup) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return ct_test_done();
+}
