@@ -9,8 +9,6 @@
 
 #include "cpu_ops.h"
 
-enum { SUM_BLOCK = 64 };
-
 /* The kernel taps [*k0, *k1) of an output position whose window starts at input index `start`
  * that land inside an input of length `len`; the rest read padding. */
 static void valid_taps(int start, int k, int len, int *k0, int *k1)
@@ -95,20 +93,6 @@ static void col2im_add(const ct_conv_geom *g, const float *cols, float *dx)
     }
 }
 
-/* dy: (rows, c); db: (c) += column sums of dy, in double: rows = n*oh*ow can be large. */
-static void add_column_sums(const float *dy, float *db, size_t rows, int c)
-{
-    for (int j0 = 0; j0 < c; j0 += SUM_BLOCK) {
-        int nj = c - j0 < SUM_BLOCK ? c - j0 : SUM_BLOCK;
-        double acc[SUM_BLOCK] = {0};
-        for (size_t i = 0; i < rows; i++) {
-            const float *row = dy + i * (size_t)c + j0;
-            for (int j = 0; j < nj; j++) acc[j] += row[j];
-        }
-        for (int j = 0; j < nj; j++) db[j0 + j] += (float)acc[j];
-    }
-}
-
 // x: (n, h, w, c); w: (f, kh, kw, c); b: (f) or NULL; y: (n, oh, ow, f); ws: workspace floats
 void ct_cpu_conv2d_forward(const ct_conv_geom *g, const float *x, const float *w, const float *b,
                            float *y, float *ws)
@@ -131,7 +115,7 @@ void ct_cpu_conv2d_backward(const ct_conv_geom *g, const float *x, const float *
 {
     const int rows = g->n * g->oh * g->ow, kcols = g->kh * g->kw * g->c;
     const int direct = cols_is_input(g);
-    if (db) add_column_sums(dy, db, (size_t)rows, g->f);
+    if (db) ct_cpu_add_column_sums(dy, db, (size_t)rows, g->f);
     if (dw) {
         /* the forward's cols are long gone (the workspace is shared), so rebuild them */
         const float *cols = x;

@@ -79,6 +79,8 @@ void ct_cpu_activation_backward(ct_activation act, const float *x, const float *
                                 float *dx, size_t n);
 /* Adds b to each row: y (rows, c) += b (c) */
 void ct_cpu_add_bias(float *y, const float *b, size_t rows, int c);
+/* Bias gradient: db (c) += column sums of dy (rows, c). */
+void ct_cpu_add_column_sums(const float *dy, float *db, size_t rows, int c);
 /* y = a + b */
 void ct_cpu_add_forward(const float *a, const float *b, float *y, size_t n);
 /* dx += dy */

@@ -3,23 +3,6 @@
 
 #include "cpu_ops.h"
 
-enum { SUM_BLOCK = 64 };
-
-/* dy: (rows, c); db: (c) += column sums of dy. Summed in double, a block of columns at a time,
- * so long batches don't lose precision; the cost is negligible next to the matrix products. */
-static void add_column_sums(const float *dy, float *db, size_t rows, int c)
-{
-    for (int j0 = 0; j0 < c; j0 += SUM_BLOCK) {
-        int nj = c - j0 < SUM_BLOCK ? c - j0 : SUM_BLOCK;
-        double acc[SUM_BLOCK] = {0};
-        for (size_t i = 0; i < rows; i++) {
-            const float *row = dy + i * (size_t)c + j0;
-            for (int j = 0; j < nj; j++) acc[j] += row[j];
-        }
-        for (int j = 0; j < nj; j++) db[j0 + j] += (float)acc[j];
-    }
-}
-
 // x: (n, k); w: (m, k); b: (m) or NULL; y: (n, m)
 void ct_cpu_dense_forward(const float *x, const float *w, const float *b, float *y, int n, int k, int m)
 {
@@ -34,5 +17,5 @@ void ct_cpu_dense_backward(const float *x, const float *w, const float *dy, floa
     /* beta = 1: gradients accumulate across the layers that read this one */
     if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, k, n, 1.0f, dy, m, x, k, 1.0f, dw, k);
     if (dx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, k, m, 1.0f, dy, m, w, k, 1.0f, dx, k);
-    if (db) add_column_sums(dy, db, (size_t)n, m);
+    if (db) ct_cpu_add_column_sums(dy, db, (size_t)n, m);
 }

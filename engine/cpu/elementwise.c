@@ -159,3 +159,21 @@ int ct_cpu_all_finite(const float *x, size_t n)
     for (size_t i = 0; i < n; i++) bad += !bits_finite(x[i]);
     return bad == 0;
 }
+
+enum { SUM_BLOCK = 64 };
+
+/* Summed in double, a block of columns at a time, so long batches don't lose precision; the cost
+ * is negligible next to the matrix products that produced dy. */
+// dy: (rows, c); db: (c) += column sums of dy
+void ct_cpu_add_column_sums(const float *dy, float *db, size_t rows, int c)
+{
+    for (int j0 = 0; j0 < c; j0 += SUM_BLOCK) {
+        int nj = c - j0 < SUM_BLOCK ? c - j0 : SUM_BLOCK;
+        double acc[SUM_BLOCK] = {0};
+        for (size_t i = 0; i < rows; i++) {
+            const float *row = dy + i * (size_t)c + j0;
+            for (int j = 0; j < nj; j++) acc[j] += row[j];
+        }
+        for (int j = 0; j < nj; j++) db[j0 + j] += (float)acc[j];
+    }
+}
