@@ -120,9 +120,11 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
         if (st == CT_OK)
             st = train_step(net, n, lr, err);
         images += n;
-        if (st == CT_OK && cb && cb->on_step && ((b + 1) % every == 0 || b + 1 == steps) &&
-            report_progress(cb, net, b + 1, steps, images, started, err, &st) && st == CT_OK)
-            return ct_fail(err, CT_ERR_STOPPED, "training stopped by the step callback");
+        if (st == CT_OK && cb && cb->on_step && ((b + 1) % every == 0 || b + 1 == steps)) {
+            int stop = report_progress(cb, net, b + 1, steps, images, started, err, &st);
+            if (st == CT_OK && stop)
+                return ct_fail(err, CT_ERR_STOPPED, "training stopped by the step callback");
+        }
     }
     if (st == CT_OK)
         st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 1, err);
