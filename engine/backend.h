@@ -54,5 +54,9 @@ struct ct_backend {
 };
 
 ct_status ct_cpu_backend_create(ct_backend **out, ct_err *err);
+#ifdef CUTRAIN_HAVE_CUDA
+/* First slice: memory, loss and SGD/momentum on `device`; layers come with the CUDA backend issue. */
+ct_status ct_cuda_backend_create(ct_backend **out, int device, ct_err *err);
+#endif
 
 #endif
