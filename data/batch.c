@@ -84,7 +84,7 @@ void ct_make_batch(const ct_dataset *ds, const long *indices, int n, const ct_au
         long k = indices[i];
         crop_plan p = plan_for(aug, augmenting, augment_seed, i);
         augment_one(ds->images + (size_t)k * size, s, pad, p, scale, bias, x + (size_t)i * size);
-        y[i] = ds->labels[k];
+        y[i] = ds->labels ? ds->labels[k] : 0; /* images to predict carry no labels */
     }
 }
 

@@ -18,6 +18,7 @@ typedef struct ct_dataset {
 } ct_dataset;
 
 /* IDX images (magic 0x00000803) and labels (0x00000801), raw or gzip (detected by content).
+ * labels_path may be NULL (images to predict): labels are then 0 and classes 0.
  * Errors name the file: missing, truncated, wrong magic, count mismatch, label >= 256. */
 ct_status ct_idx_load(ct_dataset *ds, const char *images_path, const char *labels_path, long limit, ct_err *err);
 /* Reads only the image header (for shapes without loading). */

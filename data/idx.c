@@ -274,9 +274,9 @@ ct_status ct_idx_load(ct_dataset *ds, const char *images_path, const char *label
 
     /* Both headers first: a count mismatch is reported before any pixel is read. */
     ct_status st = open_images(&fi, images_path, &shape, err);
-    if (st == CT_OK)
+    if (st == CT_OK && labels_path)
         st = idx_open(&fl, labels_path, label_ndims, "label", err);
-    if (st == CT_OK && fl.dims[0] != fi.dims[0])
+    if (st == CT_OK && labels_path && fl.dims[0] != fi.dims[0])
         st = ct_fail(err, CT_ERR_DATA, "%s holds %u images but %s holds %u labels", images_path,
                      (unsigned)fi.dims[0], labels_path, (unsigned)fl.dims[0]);
     long keep = (long)fi.dims[0];
@@ -284,8 +284,10 @@ ct_status ct_idx_load(ct_dataset *ds, const char *images_path, const char *label
         keep = limit;
     if (st == CT_OK && (size_t)keep > SIZE_MAX / ct_shape_size(shape))
         st = ct_fail(err, CT_ERR_DATA, "%s: %ld images do not fit in memory", images_path, keep);
-    if (st == CT_OK)
+    if (st == CT_OK && labels_path)
         st = read_labels(&fl, &labels, &classes, err);
+    else if (st == CT_OK && !(labels = calloc((size_t)keep + 1, 1))) /* images alone: labels 0 */
+        st = ct_fail(err, CT_ERR_NOMEM, "out of memory for %ld labels", keep);
     if (st == CT_OK)
         st = read_images(&fi, shape, keep, &images, err);
     idx_close(&fi);

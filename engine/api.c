@@ -242,6 +242,7 @@ ct_status ct_prepare(ct_net *net)
         return st;
     }
     ct_augment_from_config(&net->augment, &net->cfg.data, net->graph.input.c);
+    net->last_test_accuracy = -1.0;
     net->prepared = 1;
     return CT_OK;
 }

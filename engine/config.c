@@ -163,6 +163,9 @@ static const key_spec train_keys[] = {
     {.name = "graph", .kind = K_CUSTOM, .parse = parse_graph, .offset = T(graph), .def = "auto"},
     {.name = "seed", .kind = K_U64, .offset = T(seed), .def = "42"},
     {.name = "threads", .kind = K_INT, .offset = T(threads), .def = "0", .flags = HAS_MIN, .min = 0},
+    {.name = "checkpoint_every", .kind = K_LONG, .offset = T(checkpoint_every), .def = "0", .flags = HAS_MIN,
+     .min = 0},
+    {.name = "keep", .kind = K_INT, .offset = T(keep), .def = "3", .flags = HAS_MIN, .min = 1},
 };
 
 /* The first row must be `type`: it is read before the others to pick the variant. */

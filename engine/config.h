@@ -80,6 +80,8 @@ typedef struct ct_train_config {
     int graph;               /* 1 on, 0 off, -1 auto (on for CUDA) */
     uint64_t seed;
     int threads;             /* CPU threads, 0 = all cores */
+    long checkpoint_every;   /* also save every N steps (with --checkpoint DIR), 0 = epochs only */
+    int keep;                /* checkpoints kept in the folder besides the best one */
     int line;
 } ct_train_config;
 

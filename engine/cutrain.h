@@ -34,6 +34,7 @@ typedef enum ct_status {
     CT_ERR_INTERNAL
 } ct_status;
 
+
 typedef struct ct_net ct_net;
 
 /* Per-epoch figures passed to the epoch callback. Test figures are negative when the data has no
@@ -67,6 +68,10 @@ typedef struct ct_callbacks {
     int (*on_step)(const ct_progress *progress, void *user);
     long step_every;        /* 0: every 20 steps */
     void *user;
+    /* Called after every optimizer step with the steps taken so far, without reading anything
+     * back from the device; the network is consistent there, so it may ct_save (periodic
+     * checkpoints, Ctrl-C). Non-zero stops training (CT_ERR_STOPPED). May be NULL. */
+    int (*after_step)(ct_net *net, long steps_done, void *user);
 } ct_callbacks;
 
 typedef struct ct_eval_result {
@@ -104,6 +109,28 @@ ct_status ct_prepare(ct_net *net);
 
 ct_status ct_fit(ct_net *net, const ct_callbacks *callbacks);
 ct_status ct_evaluate(ct_net *net, ct_eval_result *result);
+
+/* Checkpoints: parameters, optimizer state, batch-norm statistics and the training position, in
+ * a versioned file with a CRC, replaced atomically. ct_load prepares the network if needed and
+ * refuses a checkpoint whose layers differ from the config, naming the layer; training then
+ * continues where the checkpoint left off (bit-identically on the CPU with the same threads and
+ * batch). Optimizer moments load only when the optimizer is the same. */
+ct_status ct_save(ct_net *net, const char *path);
+ct_status ct_load(ct_net *net, const char *path);
+/* Reads and checks a checkpoint (CRC, format) without loading it: its position and the test
+ * accuracy it was saved with (-1 when none). */
+ct_status ct_checkpoint_info(ct_net *net, const char *path, int *epoch, long *step, double *test_accuracy);
+/* [train] checkpoint_every and keep, for a caller that manages a checkpoint folder. */
+ct_status ct_checkpoint_settings(ct_net *net, long *every_steps, int *keep);
+int ct_epochs_done(const ct_net *net);
+long ct_steps_done(const ct_net *net);
+
+/* Class probabilities for `count` images given as the data files hold them: (count, h, w, c)
+ * uint8, normalised as the config says. classes (count) gets the most likely class and
+ * probabilities (count) its probability; either may be NULL. */
+ct_status ct_predict(ct_net *net, const unsigned char *images, long count, int *classes, float *probabilities);
+/* Per-sample input shape (height, width, channels) and class count. */
+ct_status ct_input_shape(ct_net *net, int *h, int *w, int *c, int *classes);
 
 int ct_layer_count(ct_net *net);                        /* -1 when not prepared */
 ct_status ct_layer_info_get(ct_net *net, int index, ct_layer_info *info);

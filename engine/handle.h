@@ -27,10 +27,17 @@ struct ct_net {
 
     int epoch;               /* epochs completed */
     long step;               /* optimizer steps taken */
+    double last_test_accuracy; /* of the last evaluation after an epoch, -1 when none */
 };
 
 /* Loads the config and builds the graph (shapes only, data probed not loaded). */
 ct_status ct_net_build_graph(ct_net *net);
+
+/* Checkpoint state (snapshot.c): the network's state into a checkpoint, and back after checking
+ * every layer's name, type and shape against the config. */
+struct ct_checkpoint;
+ct_status ct_net_snapshot(ct_net *net, double test_accuracy, struct ct_checkpoint *ck, ct_err *err);
+ct_status ct_net_restore(ct_net *net, const struct ct_checkpoint *ck, const char *source, ct_err *err);
 
 /* The trainer (train.c). */
 ct_status ct_train_fit(ct_net *net, const ct_callbacks *cb);

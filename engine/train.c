@@ -111,7 +111,12 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
     ct_status st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 1, err);
 
     ct_shuffle_indices(net->order, ds->count, t->seed, net->epoch);
-    for (long b = 0; b < steps && st == CT_OK; b++) {
+    /* a checkpoint saved mid-epoch resumes at the batch after it: the order is a function of
+     * (seed, epoch), so the remaining batches are the ones the interrupted run would have seen */
+    long first = net->step - (long)net->epoch * steps;
+    if (first < 0 || first >= steps)
+        first = 0;
+    for (long b = first; b < steps && st == CT_OK; b++) {
         int n = (int)(ds->count - b * batch < batch ? ds->count - b * batch : batch);
         uint64_t aug_seed = ct_hash3(t->seed, SALT_AUGMENT, (uint64_t)net->epoch * (uint64_t)steps + (uint64_t)b);
         ct_make_batch(ds, net->order + b * batch, n, &net->augment, 1, aug_seed, net->host_x, net->host_y);
@@ -125,6 +130,9 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
             if (st == CT_OK && stop)
                 return ct_fail(err, CT_ERR_STOPPED, "training stopped by the step callback");
         }
+        if (st == CT_OK && cb && cb->after_step && cb->after_step(net, net->step, cb->user))
+            return ct_fail(err, CT_ERR_STOPPED, "training stopped after step %ld (epoch %d)", net->step,
+                           net->epoch + 1);
     }
     if (st == CT_OK)
         st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 1, err);
@@ -147,6 +155,7 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
             return st;
         es->test_loss = r.loss;
         es->test_accuracy = r.accuracy;
+        net->last_test_accuracy = r.accuracy;
     }
     es->seconds = now_seconds() - started;
     return CT_OK;

@@ -76,7 +76,7 @@ static void test_fit_and_evaluate(void)
     CHECK(ct_contains(ct_backend_reason(net), "devices = cpu"));
 
     seen sn = {0};
-    ct_callbacks cb = {on_epoch, on_step, 4, &sn};
+    ct_callbacks cb = {.on_epoch = on_epoch, .on_step = on_step, .step_every = 4, .user = &sn};
     CHECK(ct_fit(net, &cb) == CT_OK);
     CHECK(sn.epochs == 3);
     CHECK(sn.steps == 3 * 4); /* 16 steps per epoch, every 4th */
@@ -97,7 +97,7 @@ typedef struct fit_job {
 static void *fit_thread(void *arg)
 {
     fit_job *job = arg;
-    ct_callbacks cb = {on_epoch, NULL, 0, &job->sn};
+    ct_callbacks cb = {.on_epoch = on_epoch, .user = &job->sn};
     job->status = ct_fit(job->net, &cb);
     return NULL;
 }
@@ -136,7 +136,7 @@ static void test_stop_from_callback(void)
     ct_net *net = NULL;
     CHECK(ct_open_string(SYNTHETIC_NET, "stop.ini", &net) == CT_OK);
     seen sn = {.stop_after = 1};
-    ct_callbacks cb = {on_epoch, NULL, 0, &sn};
+    ct_callbacks cb = {.on_epoch = on_epoch, .user = &sn};
     CHECK(ct_fit(net, &cb) == CT_ERR_STOPPED);
     CHECK(sn.epochs == 1);
     CHECK(ct_contains(ct_errmsg(net), "stopped"));

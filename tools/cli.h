@@ -18,6 +18,11 @@ typedef struct cli_options {
     int n_sets;
     const char *log_path;
     const char *devices;
+    const char *checkpoint_dir;  /* train: save here */
+    const char *resume;          /* train: checkpoint file or folder to continue from */
+    const char *weights;         /* eval, predict: checkpoint to load */
+    const char *images;          /* predict: IDX images */
+    const char *out;             /* predict: CSV path ("-" or absent: stdout) */
     int quiet;
 } cli_options;
 
@@ -31,6 +36,16 @@ int cli_exit_code(ct_status status);
 int cmd_train(const cli_options *opt);
 int cmd_eval(const cli_options *opt);
 int cmd_summary(const cli_options *opt);
+int cmd_predict(const cli_options *opt);
+
+/* Checkpoint folders (checkpoint_dir.c): DIR/ckpt-<step>.ckpt, the last `keep` kept, and
+ * DIR/best.ckpt for the best test accuracy. */
+int cli_checkpoint_save(ct_net *net, const char *dir, int keep, double test_accuracy, double *best);
+/* FILE, or the newest ckpt-*.ckpt in a folder, into path (n bytes); prints and returns an exit
+ * code on failure. */
+int cli_checkpoint_resolve(const char *file_or_dir, char *path, size_t n);
+/* Loads --weights into an open network; prints and returns an exit code on failure. */
+int cli_load_weights(ct_net *net, const char *weights);
 
 /* Progress display and JSON-lines log for training (progress.c). */
 typedef struct cli_progress {

@@ -1,4 +1,4 @@
-/* cutrain eval: test-set loss and accuracy of the network as configured. */
+/* cutrain eval: test-set loss and accuracy of the network as configured, or of --weights. */
 #include "cli.h"
 
 int cmd_eval(const cli_options *opt)
@@ -7,13 +7,18 @@ int cmd_eval(const cli_options *opt)
     int rc = cli_open(opt, &net);
     if (rc != CLI_OK)
         return rc;
+    if (opt->weights && (rc = cli_load_weights(net, opt->weights)) != CLI_OK) {
+        ct_close(net);
+        return rc;
+    }
     ct_eval_result r;
     double started = cli_now();
     ct_status st = ct_evaluate(net, &r);
     if (st != CT_OK)
         return cli_fail(net, st);
-    printf("test: loss %.4f accuracy %.4f (%ld images, %.1f s, backend %s)\n", r.loss, r.accuracy,
-           r.images, cli_now() - started, ct_backend_name(net));
+    printf("test: loss %.4f accuracy %.4f (%ld images, %.1f s, backend %s%s%s)\n", r.loss, r.accuracy, r.images,
+           cli_now() - started, ct_backend_name(net), opt->weights ? ", weights " : ", initial weights",
+           opt->weights ? opt->weights : "");
     ct_close(net);
     return CLI_OK;
 }

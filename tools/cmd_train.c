@@ -1,9 +1,78 @@
-/* cutrain train: fit the network, report each epoch, print the final test figures. */
+/* cutrain train: fit the network, report each epoch, keep checkpoints, stop cleanly on Ctrl-C. */
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+
+/* The signal that asked to stop, 0 while none: a signal handler can only set a flag. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+    stop_signal = sig;
+    signal(sig, SIG_DFL); /* a second Ctrl-C ends the process at once */
+}
+
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+typedef struct train_run {
+    cli_progress progress;
+    const cli_options *opt;
+    ct_net *net;
+    long checkpoint_every;
+    int keep;
+    double best;             /* best test accuracy saved as best.ckpt */
+    int failed;              /* exit code of a failed checkpoint save */
+} train_run;
+
+static int after_step(ct_net *net, long steps_done, void *user)
+{
+    train_run *run = user;
+    if (stop_signal)
+        return 1;
+    if (run->opt->checkpoint_dir && run->checkpoint_every > 0 && steps_done % run->checkpoint_every == 0)
+        run->failed = cli_checkpoint_save(net, run->opt->checkpoint_dir, run->keep, -1.0, &run->best);
+    return run->failed;
+}
+
+/* The network is consistent at an epoch's end, so the epoch's checkpoint is saved here. */
+static int on_epoch(const ct_epoch_stats *s, void *user)
+{
+    train_run *run = user;
+    cli_on_epoch(s, &run->progress);
+    if (run->opt->checkpoint_dir)
+        run->failed = cli_checkpoint_save(run->net, run->opt->checkpoint_dir, run->keep, s->test_accuracy, &run->best);
+    return run->failed;
+}
+
+static int interrupted(ct_net *net, const train_run *run)
+{
+    int sig = (int)stop_signal;
+    double best = run->best;
+    printf("\ncutrain: %s after step %ld\n", sig == SIGTERM ? "terminated" : "interrupted", ct_steps_done(net));
+    if (run->opt->checkpoint_dir) {
+        int rc = cli_checkpoint_save(net, run->opt->checkpoint_dir, run->keep, -1.0, &best);
+        if (rc != CLI_OK) {
+            ct_close(net);
+            return rc;
+        }
+        printf("cutrain: saved; continue with --resume %s\n", run->opt->checkpoint_dir);
+    } else {
+        printf("cutrain: nothing saved (no --checkpoint DIR)\n");
+    }
+    ct_close(net);
+    return 128 + sig;
+}
 
 int cmd_train(const cli_options *opt)
 {
@@ -11,26 +80,45 @@ int cmd_train(const cli_options *opt)
     int rc = cli_open(opt, &net);
     if (rc != CLI_OK)
         return rc;
-    cli_progress progress = {.tty = isatty(STDOUT_FILENO) && !opt->quiet, .quiet = opt->quiet};
-    if (opt->log_path && !(progress.log = fopen(opt->log_path, "a"))) {
+    train_run run = {.progress = {.tty = isatty(STDOUT_FILENO) && !opt->quiet, .quiet = opt->quiet},
+                     .opt = opt, .net = net, .best = -1.0};
+    ct_status st = ct_prepare(net);
+    if (st == CT_OK && opt->resume) {
+        char path[4096];
+        if ((rc = cli_checkpoint_resolve(opt->resume, path, sizeof path)) != CLI_OK) {
+            ct_close(net);
+            return rc;
+        }
+        st = ct_load(net, path);
+        if (st == CT_OK && !opt->quiet)
+            printf("cutrain: resumed from %s at epoch %d, step %ld\n", path, ct_epochs_done(net), ct_steps_done(net));
+    }
+    if (st != CT_OK)
+        return cli_fail(net, st);
+    if (opt->log_path && !(run.progress.log = fopen(opt->log_path, "a"))) {
         fprintf(stderr, "cutrain: cannot open log %s: %s\n", opt->log_path, strerror(errno));
         ct_close(net);
         return CLI_FAILURE;
     }
-    ct_status st = ct_prepare(net);
-    if (st == CT_OK && !opt->quiet) {
+    ct_checkpoint_settings(net, &run.checkpoint_every, &run.keep);
+    if (!opt->quiet) {
         printf("cutrain: backend %s (%s)\n", ct_backend_name(net), ct_backend_reason(net));
-        printf("cutrain: %s: %ld training images, batch %d\n", opt->config, ct_train_images(net),
-               ct_batch_size(net));
+        printf("cutrain: %s: %ld training images, batch %d\n", opt->config, ct_train_images(net), ct_batch_size(net));
         fflush(stdout);
     }
-    ct_callbacks cb = {.on_epoch = cli_on_epoch, .on_step = progress.tty ? cli_on_step : NULL,
-                       .step_every = 10, .user = &progress};
-    progress.started = cli_now();
-    if (st == CT_OK)
-        st = ct_fit(net, &cb);
-    if (progress.log)
-        fclose(progress.log);
+    ct_callbacks cb = {.on_epoch = on_epoch, .on_step = run.progress.tty ? cli_on_step : NULL, .step_every = 10,
+                       .user = &run, .after_step = after_step};
+    run.progress.started = cli_now();
+    catch_stop_signals();
+    st = ct_fit(net, &cb);
+    if (run.progress.log)
+        fclose(run.progress.log);
+    if (st == CT_ERR_STOPPED && stop_signal)
+        return interrupted(net, &run);
+    if (run.failed) { /* the save printed why */
+        ct_close(net);
+        return run.failed;
+    }
     if (st != CT_OK)
         return cli_fail(net, st);
     ct_close(net);

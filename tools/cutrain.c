@@ -10,22 +10,32 @@ static void usage(FILE *out)
             "usage: cutrain [train] --config FILE [options]\n"
             "       cutrain eval --config FILE [options]\n"
             "       cutrain summary --config FILE [options]\n"
+            "       cutrain predict --config FILE --weights CKPT --images IDX [--out CSV]\n"
             "\n"
             "commands:\n"
             "  train      train the network the config describes (the default)\n"
             "  eval       test-set loss and accuracy of the network\n"
             "  summary    per layer: output shape, parameters, FLOPs, activation bytes\n"
+            "  predict    class and probability for each image of an IDX file, as CSV\n"
             "\n"
             "options:\n"
             "  -c, --config FILE         the network and training config (.ini)\n"
             "  -s, --set SECTION.KEY=V   override a config key (repeatable)\n"
             "      --devices LIST        same as --set train.devices=LIST (cpu, all, 0, 0,1)\n"
             "      --log FILE            append one JSON line per epoch to FILE\n"
+            "      --checkpoint DIR      train: save DIR/ckpt-STEP.ckpt after every epoch (and every\n"
+            "                            train.checkpoint_every steps), keep train.keep of them and\n"
+            "                            DIR/best.ckpt; Ctrl-C or SIGTERM saves and exits 130 / 143\n"
+            "      --resume FILE|DIR     train: continue from a checkpoint (the newest in DIR)\n"
+            "      --weights FILE        eval, predict: load this checkpoint first\n"
+            "      --images IDX          predict: the images (IDX, raw or .gz)\n"
+            "      --out CSV             predict: write here instead of standard output\n"
             "  -q, --quiet               print only errors and the final result\n"
             "  -h, --help                this help\n"
             "  -V, --version             the version\n"
             "\n"
-            "exit status: 0 ok, 1 runtime failure, 2 bad usage or config\n");
+            "exit status: 0 ok, 1 runtime failure, 2 bad usage or config, 130 / 143 interrupted\n"
+            "(SIGINT / SIGTERM) after saving\n");
 }
 
 /* Returns the value of an option that takes one, or NULL after printing the problem. */
@@ -50,6 +60,32 @@ static int is_option(const char *arg, const char *shortname, const char *longnam
     return strncmp(arg, longname, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
 }
 
+/* Options that only make sense with some commands: say so instead of ignoring them. */
+static int check_combination(const cli_options *opt)
+{
+    int train = strcmp(opt->command, "train") == 0, predict = strcmp(opt->command, "predict") == 0;
+    const char *misplaced = NULL;
+    if (!train && opt->checkpoint_dir)
+        misplaced = "--checkpoint";
+    else if (!train && opt->resume)
+        misplaced = "--resume";
+    else if (!train && opt->log_path)
+        misplaced = "--log";
+    else if (train && opt->weights)
+        misplaced = "--weights (to continue training use --resume)";
+    else if (!predict && (opt->images || opt->out))
+        misplaced = opt->images ? "--images" : "--out";
+    if (misplaced) {
+        fprintf(stderr, "cutrain: %s does not apply to '%s'\n", misplaced, opt->command);
+        return CLI_USAGE;
+    }
+    if (predict && (!opt->weights || !opt->images)) {
+        fprintf(stderr, "cutrain: predict needs --weights CKPT and --images IDX\n");
+        return CLI_USAGE;
+    }
+    return CLI_OK;
+}
+
 static int parse_args(int argc, char **argv, cli_options *opt)
 {
     int i = 1;
@@ -57,8 +93,10 @@ static int parse_args(int argc, char **argv, cli_options *opt)
     if (argc > 1 && argv[1][0] != '-') {
         opt->command = argv[1];
         i = 2;
-        if (strcmp(opt->command, "train") && strcmp(opt->command, "eval") && strcmp(opt->command, "summary")) {
-            fprintf(stderr, "cutrain: unknown command '%s' (commands: train, eval, summary)\n", opt->command);
+        if (strcmp(opt->command, "train") && strcmp(opt->command, "eval") && strcmp(opt->command, "summary") &&
+            strcmp(opt->command, "predict")) {
+            fprintf(stderr, "cutrain: unknown command '%s' (commands: train, eval, summary, predict)\n",
+                    opt->command);
             return CLI_USAGE;
         }
     }
@@ -93,6 +131,21 @@ static int parse_args(int argc, char **argv, cli_options *opt)
             if (!(value = option_value(argc, argv, &i)))
                 return CLI_USAGE;
             opt->log_path = value;
+        } else if (is_option(arg, NULL, "--checkpoint")) {
+            if (!(opt->checkpoint_dir = option_value(argc, argv, &i)))
+                return CLI_USAGE;
+        } else if (is_option(arg, NULL, "--resume")) {
+            if (!(opt->resume = option_value(argc, argv, &i)))
+                return CLI_USAGE;
+        } else if (is_option(arg, NULL, "--weights")) {
+            if (!(opt->weights = option_value(argc, argv, &i)))
+                return CLI_USAGE;
+        } else if (is_option(arg, NULL, "--images")) {
+            if (!(opt->images = option_value(argc, argv, &i)))
+                return CLI_USAGE;
+        } else if (is_option(arg, NULL, "--out")) {
+            if (!(opt->out = option_value(argc, argv, &i)))
+                return CLI_USAGE;
         } else {
             fprintf(stderr, "cutrain: unknown option '%s' (see cutrain --help)\n", arg);
             return CLI_USAGE;
@@ -102,7 +155,7 @@ static int parse_args(int argc, char **argv, cli_options *opt)
         fprintf(stderr, "cutrain: %s needs --config FILE (see cutrain --help)\n", opt->command);
         return CLI_USAGE;
     }
-    return CLI_OK;
+    return check_combination(opt);
 }
 
 int main(int argc, char **argv)
@@ -115,5 +168,7 @@ int main(int argc, char **argv)
         return cmd_eval(&opt);
     if (strcmp(opt.command, "summary") == 0)
         return cmd_summary(&opt);
+    if (strcmp(opt.command, "predict") == 0)
+        return cmd_predict(&opt);
     return cmd_train(&opt);
 }

@@ -1,0 +1,169 @@
+/* The public calls that move state in and out of a network: checkpoints and predictions. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "handle.h"
+
+static ct_status read_checkpoint(ct_net *net, const char *path, ct_checkpoint *ck);
+
+ct_status ct_save(ct_net *net, const char *path)
+{
+    if (!net || !path)
+        return net ? ct_fail(&net->err, CT_ERR_USAGE, "ct_save: path is NULL") : CT_ERR_USAGE;
+    ct_status st = ct_prepare(net);
+    if (st != CT_OK)
+        return st;
+    ct_checkpoint ck;
+    st = ct_net_snapshot(net, net->last_test_accuracy, &ck, &net->err);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (st == CT_OK) {
+        len = ct_checkpoint_size(&ck);
+        buf = malloc(len);
+        if (!buf)
+            st = ct_fail(&net->err, CT_ERR_NOMEM, "out of memory writing %s (%zu bytes)", path, len);
+    }
+    if (st == CT_OK) {
+        ct_checkpoint_serialize(&ck, buf);
+        st = ct_checkpoint_write_file(path, buf, len, &net->err);
+    }
+    free(buf);
+    ct_checkpoint_free(&ck);
+    return st;
+}
+
+ct_status ct_load(ct_net *net, const char *path)
+{
+    if (!net || !path)
+        return net ? ct_fail(&net->err, CT_ERR_USAGE, "ct_load: path is NULL") : CT_ERR_USAGE;
+    ct_status st = ct_prepare(net);
+    if (st != CT_OK)
+        return st;
+    ct_checkpoint ck;
+    st = read_checkpoint(net, path, &ck);
+    if (st == CT_OK)
+        st = ct_net_restore(net, &ck, path, &net->err);
+    if (st == CT_OK)
+        net->last_test_accuracy = ck.test_accuracy;
+    ct_checkpoint_free(&ck);
+    return st;
+}
+
+/* Reads and parses a whole checkpoint file into ck. */
+static ct_status read_checkpoint(ct_net *net, const char *path, ct_checkpoint *ck)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    memset(ck, 0, sizeof *ck);
+    ct_status st = ct_checkpoint_read_file(path, &buf, &len, &net->err);
+    if (st == CT_OK)
+        st = ct_checkpoint_parse(buf, len, path, ck, &net->err);
+    free(buf);
+    return st;
+}
+
+ct_status ct_checkpoint_info(ct_net *net, const char *path, int *epoch, long *step, double *test_accuracy)
+{
+    if (!net || !path)
+        return net ? ct_fail(&net->err, CT_ERR_USAGE, "ct_checkpoint_info: path is NULL") : CT_ERR_USAGE;
+    ct_checkpoint ck;
+    ct_status st = read_checkpoint(net, path, &ck);
+    if (st == CT_OK) {
+        if (epoch) *epoch = ck.epoch;
+        if (step) *step = (long)ck.step;
+        if (test_accuracy) *test_accuracy = ck.test_accuracy;
+    }
+    ct_checkpoint_free(&ck);
+    return st;
+}
+
+ct_status ct_checkpoint_settings(ct_net *net, long *every_steps, int *keep)
+{
+    if (!net)
+        return CT_ERR_USAGE;
+    ct_status st = ct_net_build_graph(net);
+    if (st != CT_OK)
+        return st;
+    if (every_steps) *every_steps = net->cfg.train.checkpoint_every;
+    if (keep) *keep = net->cfg.train.keep;
+    return CT_OK;
+}
+
+int ct_epochs_done(const ct_net *net)
+{
+    return net ? net->epoch : 0;
+}
+
+long ct_steps_done(const ct_net *net)
+{
+    return net ? net->step : 0;
+}
+
+ct_status ct_input_shape(ct_net *net, int *h, int *w, int *c, int *classes)
+{
+    if (!net)
+        return CT_ERR_USAGE;
+    ct_status st = ct_net_build_graph(net);
+    if (st != CT_OK)
+        return st;
+    if (h) *h = net->graph.input.h;
+    if (w) *w = net->graph.input.w;
+    if (c) *c = net->graph.input.c;
+    if (classes) *classes = net->graph.classes;
+    return CT_OK;
+}
+
+/* logits: (n, k) -> the argmax and its softmax probability per row */
+static void best_classes(const float *logits, int n, int k, int *classes, float *probabilities)
+{
+    for (int i = 0; i < n; i++) {
+        const float *z = logits + (size_t)i * k;
+        int best = 0;
+        for (int j = 1; j < k; j++)
+            if (z[j] > z[best])
+                best = j;
+        double sum = 0.0;
+        for (int j = 0; j < k; j++)
+            sum += exp((double)z[j] - z[best]);
+        if (classes)
+            classes[i] = best;
+        if (probabilities)
+            probabilities[i] = (float)(1.0 / sum);
+    }
+}
+
+ct_status ct_predict(ct_net *net, const unsigned char *images, long count, int *classes, float *probabilities)
+{
+    if (!net || (!images && count > 0) || count < 0)
+        return net ? ct_fail(&net->err, CT_ERR_USAGE, "ct_predict: bad arguments") : CT_ERR_USAGE;
+    ct_status st = ct_prepare(net);
+    if (st != CT_OK)
+        return st;
+    ct_graph *g = &net->graph;
+    int k = g->classes;
+    float *logits = malloc((size_t)g->batch * (size_t)k * sizeof *logits);
+    if (!logits)
+        return ct_fail(&net->err, CT_ERR_NOMEM, "out of memory for predictions");
+    /* a view of the caller's images as a dataset, so batches are made as for evaluation */
+    ct_dataset view = {.images = (uint8_t *)images, .labels = NULL, .count = count, .shape = g->input};
+    for (long start = 0; start < count && st == CT_OK; start += g->batch) {
+        int n = (int)(count - start < g->batch ? count - start : g->batch);
+        for (int i = 0; i < n; i++)
+            net->eval_order[i] = start + i;
+        ct_make_batch(&view, net->eval_order, n, &net->augment, 0, 0, net->host_x, net->host_y);
+        st = net->be->ops->upload(net->be, g->x, net->host_x, (size_t)n * ct_shape_size(g->input) * sizeof(float),
+                                  &net->err);
+        if (st == CT_OK)
+            st = ct_graph_forward(g, n, 0, 0, &net->err);
+        if (st == CT_OK)
+            st = net->be->ops->download(net->be, logits, ct_graph_output(g)->y, (size_t)n * k * sizeof(float),
+                                        &net->err);
+        if (st == CT_OK)
+            best_classes(logits, n, k, classes ? classes + start : NULL,
+                         probabilities ? probabilities + start : NULL);
+    }
+    free(logits);
+    return st;
+}

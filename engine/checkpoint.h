@@ -1,0 +1,65 @@
+/* Checkpoints (DESIGN.md, "Checkpoints"): a versioned little-endian binary file.
+ *
+ *   magic "CUTRAIN\x1a" (8 bytes), u32 format version (CT_CHECKPOINT_VERSION), u32 header bytes
+ *   u32 layer count; per layer: u32 name length + name bytes (no NUL), u32 type (ct_layer_type),
+ *       i32 out h, w, c, u64 weight count, u64 bias count, u64 state count
+ *   u32 optimizer (ct_optimizer), u64 parameter count, u64 state count, u32 has_m, u32 has_v
+ *   i32 epoch (completed), i64 step, u64 seed, f32 loss scale, u32 has master weights,
+ *   f64 test accuracy at save (-1: none)
+ *   f32 params[parameter count], then m and v when present, then state[state count]
+ *   u32 CRC-32 (zlib's crc32) of every byte before it.
+ *
+ * Pure functions over memory (serialize / parse) are kept apart from the file I/O so the parser
+ * can be fuzzed; ct_checkpoint_write_file replaces a file atomically (temporary file in the same
+ * folder, fsync, rename, fsync of the folder): a crash leaves the old file or the new one, whole. */
+#ifndef CT_CHECKPOINT_H
+#define CT_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+#include "types.h"
+
+#define CT_CHECKPOINT_VERSION 1u
+#define CT_CHECKPOINT_MAGIC "CUTRAIN\x1a"
+
+typedef struct ct_checkpoint_layer {
+    char *name;
+    uint32_t type;
+    int32_t h, w, c;
+    uint64_t w_count, b_count, state_count;
+} ct_checkpoint_layer;
+
+typedef struct ct_checkpoint {
+    ct_checkpoint_layer *layers;
+    uint32_t n_layers;
+    uint32_t optimizer;
+    uint64_t n_params, n_state;
+    float *params;             /* (n_params) */
+    float *m, *v;              /* (n_params) each, or NULL */
+    float *state;              /* (n_state) */
+    int32_t epoch;
+    int64_t step;
+    uint64_t seed;
+    float loss_scale;          /* 1 in fp32 */
+    uint32_t has_master;       /* 0 until the float16 path */
+    double test_accuracy;      /* -1 when unknown */
+} ct_checkpoint;
+
+/* Bytes of the serialized form. */
+size_t ct_checkpoint_size(const ct_checkpoint *ck);
+/* Writes exactly ct_checkpoint_size(ck) bytes into buf. */
+void ct_checkpoint_serialize(const ct_checkpoint *ck, uint8_t *buf);
+/* Parses and validates a whole file image: magic, version (a newer one is refused by number),
+ * sizes that agree with the length (no allocation sized by an unchecked field), CRC. `source`
+ * names the file in messages. On failure *ck is zeroed; on success free with ct_checkpoint_free. */
+ct_status ct_checkpoint_parse(const uint8_t *buf, size_t len, const char *source, ct_checkpoint *ck, ct_err *err);
+void ct_checkpoint_free(ct_checkpoint *ck);
+
+/* Atomic replace of `path` with `len` bytes (see above). */
+ct_status ct_checkpoint_write_file(const char *path, const uint8_t *buf, size_t len, ct_err *err);
+/* Reads a whole file (malloc'd into *buf). */
+ct_status ct_checkpoint_read_file(const char *path, uint8_t **buf, size_t *len, ct_err *err);
+
+#endif

@@ -1,0 +1,154 @@
+/* The command's checkpoints: --checkpoint DIR keeps the newest `keep` and best.ckpt, Ctrl-C and
+ * SIGTERM save and exit 130 / 143, --resume DIR continues, eval and predict load --weights, and
+ * wrong checkpoints are refused with the layer named. */
+#define _DEFAULT_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/test_util.h"
+
+static char dir[64];
+static char out[1 << 16];
+
+static const char *cli(void)
+{
+    const char *c = getenv("CT_CLI");
+    return c ? c : "cutrain";
+}
+
+/* Runs a shell command in the test folder, output into `out`; returns the exit code. */
+static int sh(const char *command)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd %s && %s 2>&1", dir, command);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int run(const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s", cli(), args);
+    return sh(cmd);
+}
+
+static void write_file(const char *name, const char *text)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static int count_files(const char *sub, const char *prefix)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, sub);
+    DIR *d = opendir(path);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* Starts training, sends `sig` after `ms` milliseconds; returns the exit code. */
+static int interrupt_training(const char *config, const char *ckdir, int sig, int ms)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (chdir(dir) != 0)
+            _exit(99);
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1);
+        execl(cli(), "cutrain", "--config", config, "--checkpoint", ckdir, (char *)NULL);
+        _exit(98);
+    }
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+    kill(pid, sig);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static const char *SMALL =
+    "[data]\nformat = synthetic\nshape = 6, 6, 1\nclasses = 3\ncount = 300\ntest_count = 90\n"
+    "[train]\nepochs = 3\nbatch = 30\nlearning_rate = 0.01\nkeep = 2\ndevices = cpu\n"
+    "[flat]\ntype = flatten\n[hidden]\ntype = dense\nunits = 16\nactivation = relu\n"
+    "[out]\ntype = dense\nunits = 3\n";
+
+/* Slow enough (several seconds) to be interrupted. */
+static const char *LONG =
+    "[data]\nformat = synthetic\nshape = 28, 28, 1\nclasses = 10\ncount = 60000\ntest_count = 100\n"
+    "[train]\nepochs = 50\nbatch = 64\ndevices = cpu\nthreads = 1\n"
+    "[c]\ntype = conv2d\nfilters = 32\nsize = 3\nactivation = relu\n"
+    "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 10\n";
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/ct_clickpt_XXXXXX");
+    if (!mkdtemp(dir))
+        return 1;
+    write_file("small.ini", SMALL);
+    write_file("long.ini", LONG);
+
+    CHECK_MSG(run("--config small.ini --checkpoint ck") == 0, "got: %s", out);
+    CHECK(count_files("ck", "ckpt-") == 2); /* keep = 2 of 3 */
+    CHECK(count_files("ck", "best.ckpt") == 1);
+    CHECK(count_files("ck", "ckpt-000000000030.ckpt") == 1); /* epoch 3 = step 30 */
+
+    CHECK_MSG(run("eval --config small.ini --weights ck/best.ckpt") == 0 && ct_contains(out, "weights ck/best.ckpt"),
+              "got: %s", out);
+    /* resuming a finished run trains nothing more and succeeds */
+    CHECK_MSG(run("--config small.ini --resume ck") == 0 && ct_contains(out, "resumed from ck/ckpt-000000000030.ckpt"),
+              "got: %s", out);
+
+    /* predict on an IDX file of 5 images 6x6 */
+    unsigned char idx[16 + 5 * 36] = {0, 0, 8, 3, 0, 0, 0, 5, 0, 0, 0, 6, 0, 0, 0, 6};
+    for (int i = 16; i < (int)sizeof idx; i++)
+        idx[i] = (unsigned char)(i * 13);
+    char path[256];
+    snprintf(path, sizeof path, "%s/five.idx", dir);
+    FILE *f = fopen(path, "wb");
+    fwrite(idx, 1, sizeof idx, f);
+    fclose(f);
+    CHECK_MSG(run("predict --config small.ini --weights ck/best.ckpt --images five.idx --out p.csv") == 0, "got: %s", out);
+    CHECK(sh("cat p.csv") == 0 && ct_contains(out, "index,class,probability\n0,") && ct_contains(out, "\n4,"));
+    CHECK(run("predict --config small.ini --weights ck/best.ckpt") == 2 && ct_contains(out, "--images"));
+
+    /* refusals */
+    CHECK(run("eval --config small.ini --checkpoint ck") == 2 && ct_contains(out, "does not apply"));
+    CHECK_MSG(run("eval --config small.ini --weights ck/best.ckpt --set hidden.units=20") == 1 &&
+              ct_contains(out, "[hidden]") && ct_contains(out, "best.ckpt"), "got: %s", out);
+    CHECK(sh("mkdir -p empty") == 0);
+    CHECK_MSG(run("--config small.ini --resume empty") == 1 && ct_contains(out, "no ckpt-"), "got: %s", out);
+
+    /* Ctrl-C and SIGTERM: finish the step, save, exit 128 + signal; then resume */
+    int rc = interrupt_training("long.ini", "int", SIGINT, 1500);
+    CHECK_MSG(rc == 130, "SIGINT exit code %d", rc);
+    CHECK(count_files("int", "ckpt-") == 1);
+    rc = interrupt_training("long.ini", "term", SIGTERM, 1500);
+    CHECK_MSG(rc == 143, "SIGTERM exit code %d", rc);
+    CHECK(count_files("term", "ckpt-") == 1);
+    CHECK_MSG(run("--config long.ini --resume int --set train.epochs=1") == 0 &&
+              ct_contains(out, "resumed from int/ckpt-") && ct_contains(out, "epoch 1/1"), "got: %s", out);
+
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return ct_test_done();
+}

@@ -1,0 +1,65 @@
+/* cutrain predict: for each image of an IDX file, the most likely class and its probability, as
+ * CSV (index,class,probability). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "data/dataset.h"
+
+static int write_csv(FILE *out, const int *classes, const float *probabilities, long count)
+{
+    fprintf(out, "index,class,probability\n");
+    for (long i = 0; i < count; i++)
+        fprintf(out, "%ld,%d,%.6f\n", i, classes[i], probabilities[i]);
+    return ferror(out) ? -1 : 0;
+}
+
+int cmd_predict(const cli_options *opt)
+{
+    ct_net *net = NULL;
+    int rc = cli_open(opt, &net);
+    if (rc != CLI_OK)
+        return rc;
+    if ((rc = cli_load_weights(net, opt->weights)) != CLI_OK) {
+        ct_close(net);
+        return rc;
+    }
+    int h, w, c;
+    ct_input_shape(net, &h, &w, &c, NULL);
+    ct_dataset images;
+    ct_err err;
+    if (ct_idx_load(&images, opt->images, NULL, 0, &err) != CT_OK) {
+        fprintf(stderr, "cutrain: %s\n", err.msg);
+        ct_close(net);
+        return CLI_FAILURE;
+    }
+    if (images.shape.h != h || images.shape.w != w || images.shape.c != c) {
+        fprintf(stderr, "cutrain: %s holds %dx%dx%d images but the network takes %dx%dx%d\n", opt->images,
+                images.shape.h, images.shape.w, images.shape.c, h, w, c);
+        ct_dataset_free(&images);
+        ct_close(net);
+        return CLI_FAILURE;
+    }
+    int *classes = malloc((size_t)(images.count ? images.count : 1) * sizeof *classes);
+    float *probabilities = malloc((size_t)(images.count ? images.count : 1) * sizeof *probabilities);
+    ct_status st = classes && probabilities ? ct_predict(net, images.images, images.count, classes, probabilities)
+                                            : CT_ERR_NOMEM;
+    rc = CLI_OK;
+    if (st != CT_OK) {
+        fprintf(stderr, "cutrain: %s\n", st == CT_ERR_NOMEM && !classes ? "out of memory" : ct_errmsg(net));
+        rc = cli_exit_code(st);
+    } else {
+        int to_stdout = !opt->out || strcmp(opt->out, "-") == 0;
+        FILE *out = to_stdout ? stdout : fopen(opt->out, "w");
+        if (!out || write_csv(out, classes, probabilities, images.count) != 0 || (!to_stdout && fclose(out) != 0)) {
+            fprintf(stderr, "cutrain: cannot write %s: %s\n", opt->out ? opt->out : "standard output", strerror(errno));
+            rc = CLI_FAILURE;
+        }
+    }
+    free(classes);
+    free(probabilities);
+    ct_dataset_free(&images);
+    ct_close(net);
+    return rc;
+}
