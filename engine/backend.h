@@ -50,6 +50,7 @@ struct ct_backend {
     void *workspace;        /* shared by all layers, sized by the network builder */
     size_t workspace_size;
     float *scratch;         /* (n, largest layer output): gradient before a fused activation */
+    int host_memory;        /* 1 when reading results back costs nothing (the CPU) */
     void *impl;             /* backend-private state */
 };
 

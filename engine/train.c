@@ -62,10 +62,9 @@ static ct_status train_step(ct_net *net, int n, float lr, ct_err *err)
 }
 
 /* Names the first layer whose output is not finite, to point at where a divergence starts. */
-static ct_status non_finite_failure(ct_net *net, ct_err *err)
+static ct_status non_finite_failure(ct_net *net, int n, ct_err *err)
 {
     ct_graph *g = &net->graph;
-    int n = g->batch;
     for (int i = 0; i < g->n_layers; i++) {
         const ct_layer *l = &g->layers[i];
         if (!net->be->ops->all_finite(net->be, l->y, (size_t)n * ct_shape_size(l->out)))
@@ -125,6 +124,11 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
         if (st == CT_OK)
             st = train_step(net, n, lr, err);
         images += n;
+        /* where reading back is free, catch a divergence at its step, before anything saves it;
+         * elsewhere it is caught at the next metrics read */
+        if (st == CT_OK && net->be->host_memory &&
+            (st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 0, err)) == CT_OK && !isfinite(loss_sum))
+            return non_finite_failure(net, n, err);
         if (st == CT_OK && cb && cb->on_step && ((b + 1) % every == 0 || b + 1 == steps)) {
             int stop = report_progress(cb, net, b + 1, steps, images, started, err, &st);
             if (st == CT_OK && stop)
@@ -140,7 +144,7 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
         return st;
     double train_seconds = now_seconds() - started;
     if (!isfinite(loss_sum))
-        return non_finite_failure(net, err);
+        return non_finite_failure(net, net->graph.batch, err);
 
     *es = (ct_epoch_stats){
         .epoch = net->epoch + 1, .epochs = t->epochs, .step = net->step,

@@ -136,6 +136,18 @@ int main(void)
     CHECK(sh("mkdir -p empty") == 0);
     CHECK_MSG(run("--config small.ini --resume empty") == 1 && ct_contains(out, "no ckpt-"), "got: %s", out);
 
+    /* a diverging run stops at the step that went non-finite, names it and the first layer whose
+     * output is not finite, and the checkpoints saved before it stay loadable */
+    CHECK_MSG(run("--config small.ini --checkpoint div --set train.optimizer=sgd --set train.learning_rate=1e30 "
+                  "--set train.checkpoint_every=1") == 1 &&
+              ct_contains(out, "not finite at step") && ct_contains(out, "first layer with a non-finite output is ["),
+              "got: %s", out);
+    CHECK(count_files("div", "ckpt-") >= 1);
+    CHECK_MSG(run("eval --config small.ini --weights div/best.ckpt") == 1 || count_files("div", "best.ckpt") == 0,
+              "no best.ckpt is expected before the first epoch ends: %s", out);
+    CHECK_MSG(sh("f=$(ls div/ckpt-*.ckpt | tail -n 1); $CT_CLI eval --config small.ini --weights $f") == 0,
+              "the last checkpoint before the divergence does not load: %s", out);
+
     /* Ctrl-C and SIGTERM: finish the step, save, exit 128 + signal; then resume */
     int rc = interrupt_training("long.ini", "int", SIGINT, 1500);
     CHECK_MSG(rc == 130, "SIGINT exit code %d", rc);

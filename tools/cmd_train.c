@@ -76,6 +76,8 @@ static int interrupted(ct_net *net, const train_run *run)
 
 int cmd_train(const cli_options *opt)
 {
+    /* from the start: a signal while the data loads stops training before its first step ends */
+    catch_stop_signals();
     ct_net *net = NULL;
     int rc = cli_open(opt, &net);
     if (rc != CLI_OK)
@@ -109,7 +111,6 @@ int cmd_train(const cli_options *opt)
     ct_callbacks cb = {.on_epoch = on_epoch, .on_step = run.progress.tty ? cli_on_step : NULL, .step_every = 10,
                        .user = &run, .after_step = after_step};
     run.progress.started = cli_now();
-    catch_stop_signals();
     st = ct_fit(net, &cb);
     if (run.progress.log)
         fclose(run.progress.log);

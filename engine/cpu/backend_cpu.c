@@ -275,6 +275,7 @@ ct_status ct_cpu_backend_create(ct_backend **out, ct_err *err)
     }
     be->ops = &cpu_ops;
     be->impl = st;
+    be->host_memory = 1;
     *out = be;
     return CT_OK;
 }
