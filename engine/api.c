@@ -194,6 +194,11 @@ static ct_status choose_backend(ct_net *net)
     return ct_cpu_backend_create(&net->be, err);
 }
 
+static size_t memory_limit(const ct_train_config *t)
+{
+    return t->memory == CT_MEMORY_LIMIT ? (size_t)t->memory_limit_mib << 20 : 0;
+}
+
 static ct_status allocate_host(ct_net *net)
 {
     int batch = net->graph.batch;
@@ -231,7 +236,7 @@ ct_status ct_prepare(ct_net *net)
                      net->train.classes - 1, net->graph.classes);
     if (st == CT_OK)
         st = ct_graph_bind(&net->graph, net->be, net->cfg.train.batch, net->cfg.train.optimizer,
-                           net->cfg.train.seed, err);
+                           net->cfg.train.seed, memory_limit(&net->cfg.train), err);
     if (st == CT_OK)
         st = allocate_host(net);
     if (st != CT_OK) {

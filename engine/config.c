@@ -100,6 +100,7 @@ static ct_status parse_shape(const value_ctx *, const key_spec *, const char *, 
 static ct_status parse_batch(const value_ctx *, const key_spec *, const char *, void *);
 static ct_status parse_devices(const value_ctx *, const key_spec *, const char *, void *);
 static ct_status parse_graph(const value_ctx *, const key_spec *, const char *, void *);
+static ct_status parse_memory(const value_ctx *, const key_spec *, const char *, void *);
 static ct_status parse_inputs(const value_ctx *, const key_spec *, const char *, void *);
 
 #define D(f) offsetof(ct_data_config, f)
@@ -161,6 +162,7 @@ static const key_spec train_keys[] = {
      .label = "precision"},
     {.name = "devices", .kind = K_CUSTOM, .parse = parse_devices, .offset = T(devices), .def = "all"},
     {.name = "graph", .kind = K_CUSTOM, .parse = parse_graph, .offset = T(graph), .def = "auto"},
+    {.name = "memory", .kind = K_CUSTOM, .parse = parse_memory, .def = "grow"},
     {.name = "seed", .kind = K_U64, .offset = T(seed), .def = "42"},
     {.name = "threads", .kind = K_INT, .offset = T(threads), .def = "0", .flags = HAS_MIN, .min = 0},
     {.name = "checkpoint_every", .kind = K_LONG, .offset = T(checkpoint_every), .def = "0", .flags = HAS_MIN,
@@ -800,6 +802,26 @@ static ct_status parse_graph(const value_ctx *vc, const key_spec *ks, const char
     if (b == -1 && strcmp(text, "auto") != 0)
         return fail_value(vc, "bad value '%s' for graph; expected on, off or auto", text);
     *dst = b;
+    return CT_OK;
+}
+
+/* memory = grow | preallocate | limit:MiB */
+static ct_status parse_memory(const value_ctx *vc, const key_spec *ks, const char *text, void *base)
+{
+    (void)ks;
+    ct_train_config *t = base;
+    long mib = 0;
+    if (strcmp(text, "grow") == 0) {
+        t->memory = CT_MEMORY_GROW;
+    } else if (strcmp(text, "preallocate") == 0) {
+        t->memory = CT_MEMORY_PREALLOCATE;
+    } else if (strncmp(text, "limit:", 6) == 0 && strict_long(text + 6, &mib) == 0 && mib >= 1) {
+        t->memory = CT_MEMORY_LIMIT;
+        t->memory_limit_mib = mib;
+    } else {
+        return fail_value(vc, "bad value '%s' for memory; expected grow, preallocate or limit:MiB (e.g. limit:512)",
+                          text);
+    }
     return CT_OK;
 }
 

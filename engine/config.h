@@ -82,6 +82,8 @@ typedef struct ct_train_config {
     int threads;             /* CPU threads, 0 = all cores */
     long checkpoint_every;   /* also save every N steps (with --checkpoint DIR), 0 = epochs only */
     int keep;                /* checkpoints kept in the folder besides the best one */
+    ct_memory_mode memory;   /* grow (allocate as needed), preallocate, or a hard limit */
+    long memory_limit_mib;   /* with CT_MEMORY_LIMIT */
     int line;
 } ct_train_config;
 

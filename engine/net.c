@@ -123,6 +123,7 @@ ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int 
 
 static void *own(ct_graph *g, size_t bytes)
 {
+    g->allocated += bytes;
     if (bytes == 0)
         bytes = 1;
     void **grown = realloc(g->owned, (size_t)(g->n_owned + 1) * sizeof *grown);
@@ -230,20 +231,68 @@ static ct_status init_params(ct_graph *g, uint64_t seed, ct_err *err)
     return st;
 }
 
-ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, uint64_t seed, ct_err *err)
+static int has_m(ct_optimizer opt) { return opt != CT_OPT_SGD; }
+static int has_v(ct_optimizer opt) { return opt == CT_OPT_ADAM || opt == CT_OPT_ADAMW; }
+
+void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan)
 {
+    size_t n = (size_t)batch, pbytes = g->n_params * sizeof(float), max_out = 0, workspace = 0;
+    memset(plan, 0, sizeof *plan);
+    plan->params = 2 * pbytes;
+    plan->optimizer = (size_t)(has_m(opt) + has_v(opt)) * pbytes;
+    plan->state = g->n_state * sizeof(float);
+    plan->inputs = n * ct_shape_size(g->input) * sizeof(float) + n * sizeof(int32_t);
+    for (int i = 0; i < g->n_layers; i++) {
+        const ct_layer *l = &g->layers[i];
+        size_t out = n * ct_shape_size(l->out) * sizeof(float);
+        const ct_layer_kind *kind = ct_layer_kind_of(l->type);
+        if (!aliases_input(l)) {
+            plan->activations += out;
+            plan->gradients += out;
+        }
+        if (ct_layer_keeps_preactivation(l))
+            plan->activations += out;
+        if (kind->aux_bytes)
+            plan->activations += kind->aux_bytes(l, batch);
+        if (out > max_out)
+            max_out = out;
+        size_t ws = be->ops->workspace_bytes(be, l, batch);
+        if (ws > workspace)
+            workspace = ws;
+    }
+    plan->workspace = workspace + max_out;
+    plan->total = plan->params + plan->optimizer + plan->state + plan->inputs + plan->activations +
+                  plan->gradients + plan->workspace;
+}
+
+static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, uint64_t seed, size_t limit,
+                        ct_err *err)
+{
+    if (limit) {
+        ct_memory_plan p;
+        ct_graph_plan(g, be, batch, opt, &p);
+        if (p.total > limit)
+            return ct_fail(err, CT_ERR_NOMEM,
+                           "memory = limit:%.0f MiB is too small: batch %d needs %.1f MiB (parameters and "
+                           "gradients %.1f, optimizer %.1f, activations %.1f, activation gradients %.1f, "
+                           "workspace %.1f, inputs %.1f); raise the limit or lower the batch",
+                           mib(limit), batch, mib(p.total), mib(p.params), mib(p.optimizer), mib(p.activations),
+                           mib(p.gradients), mib(p.workspace), mib(p.inputs));
+    }
     g->be = be;
     g->batch = batch;
     size_t pbytes = g->n_params * sizeof(float);
     g->params = own(g, pbytes);
     g->grads = own(g, pbytes);
-    g->opt_m = opt == CT_OPT_SGD ? NULL : own(g, pbytes);
-    g->opt_v = (opt == CT_OPT_ADAM || opt == CT_OPT_ADAMW) ? own(g, pbytes) : NULL;
+    g->opt_m = has_m(opt) ? own(g, pbytes) : NULL;
+    g->opt_v = has_v(opt) ? own(g, pbytes) : NULL;
     g->state = own(g, g->n_state * sizeof(float));
     g->x = own(g, (size_t)batch * ct_shape_size(g->input) * sizeof(float));
     g->labels = own(g, (size_t)batch * sizeof(int32_t));
     if (!g->params || !g->grads || !g->state || !g->x || !g->labels ||
-        (opt != CT_OPT_SGD && !g->opt_m) || ((opt == CT_OPT_ADAM || opt == CT_OPT_ADAMW) && !g->opt_v))
+        (has_m(opt) && !g->opt_m) || (has_v(opt) && !g->opt_v))
         return ct_fail(err, CT_ERR_NOMEM, "out of memory for %zu parameters at batch %d", g->n_params, batch);
     ct_status st = bind_layers(g, err);
     return st == CT_OK ? init_params(g, seed, err) : st;

@@ -25,12 +25,31 @@ typedef struct ct_graph {
     size_t act_grad_floats;
     void **owned;            /* allocations to free */
     int n_owned;
+    size_t allocated;        /* bytes requested from the backend so far */
 } ct_graph;
+
+/* What ct_graph_bind allocates for a batch size, by purpose (bytes). */
+typedef struct ct_memory_plan {
+    size_t params;           /* parameters and their gradients */
+    size_t optimizer;        /* optimizer moments */
+    size_t state;            /* batch-norm running statistics */
+    size_t inputs;           /* the input batch and its labels */
+    size_t activations;      /* outputs, pre-activations, argmax and dropout masks */
+    size_t gradients;        /* activation gradients */
+    size_t workspace;        /* shared workspace and scratch */
+    size_t total;
+} ct_memory_plan;
+
+/* Computes the plan without allocating (the network must be built). */
+void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan);
 
 /* Resolves inputs, infers shapes and checks them (errors name the layer's line). */
 ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int classes, ct_err *err);
-/* Allocates every buffer for batches up to `batch`, initialises parameters from `seed`. */
-ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, uint64_t seed, ct_err *err);
+/* Allocates every buffer for batches up to `batch`, initialises parameters from `seed`. With a
+ * limit (bytes, 0 = none) a plan above it is refused before anything is allocated, saying how much
+ * the batch needs. */
+ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, uint64_t seed,
+                        size_t limit, ct_err *err);
 void ct_graph_free(ct_graph *g);
 
 /* Forward pass over n samples of g->x; the logits are the last layer's output. */

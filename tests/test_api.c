@@ -169,6 +169,22 @@ static void test_errors(void)
     CHECK(ct_contains(ct_errmsg(net), "nosuchlayer"));
     ct_close(net);
 
+    /* a memory limit too small for the batch says how much it needs, before allocating */
+    CHECK(ct_open_string(SYNTHETIC_NET, "m.ini", &net) == CT_OK);
+    CHECK(ct_set(net, "train.batch", "4096") == CT_OK && ct_set(net, "train.memory", "limit:1") == CT_OK);
+    CHECK(ct_prepare(net) == CT_ERR_NOMEM);
+    CHECK_MSG(ct_contains(ct_errmsg(net), "limit:1 MiB is too small") && ct_contains(ct_errmsg(net), "batch 4096 needs"),
+              "got: %s", ct_errmsg(net));
+    ct_close(net);
+    CHECK(ct_open_string(SYNTHETIC_NET, "m2.ini", &net) == CT_OK);
+    CHECK(ct_set(net, "train.memory", "limit:lots") == CT_OK);
+    CHECK(ct_prepare(net) == CT_ERR_CONFIG && ct_contains(ct_errmsg(net), "limit:MiB"));
+    ct_close(net);
+    CHECK(ct_open_string(SYNTHETIC_NET, "m3.ini", &net) == CT_OK);
+    CHECK(ct_set(net, "train.memory", "limit:64") == CT_OK);
+    CHECK(ct_prepare(net) == CT_OK);
+    ct_close(net);
+
     CHECK(ct_errmsg(NULL) != NULL);
     ct_close(NULL);
 }

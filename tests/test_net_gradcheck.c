@@ -45,6 +45,11 @@ int main(void)
         return ct_test_done();
     ct_graph *g = &net->graph;
     int n = g->batch;
+    /* the planner and the allocations it predicts must agree, byte for byte */
+    ct_memory_plan plan;
+    ct_graph_plan(g, net->be, n, net->cfg.train.optimizer, &plan);
+    CHECK_MSG(plan.total == g->allocated, "plan %zu bytes, allocated %zu", plan.total, g->allocated);
+    CHECK(plan.activations > 0 && plan.gradients > 0 && plan.params == 2 * g->n_params * sizeof(float));
     ct_rng rng = {12345};
     for (size_t i = 0; i < (size_t)n * ct_shape_size(g->input); i++)
         g->x[i] = 2.0f * ct_rng_uniform(&rng) - 1.0f;
