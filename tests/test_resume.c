@@ -1,4 +1,4 @@
-/* Checkpoints through the public API: training N epochs in one run equals training k, saving,
+/* Checkpoints through the public API, on a network with every layer type: training N epochs in one run equals training k, saving,
  * loading into a fresh handle and training the rest, byte for byte (also from the middle of an
  * epoch); mismatched and damaged checkpoints are refused and nothing is overwritten. */
 #define _DEFAULT_SOURCE
@@ -16,7 +16,10 @@ static const char *NET =
     "[conv]\ntype = conv2d\nfilters = 6\nsize = 3\npadding = same\n"
     "[bn]\ntype = batchnorm\n"
     "[relu]\ntype = activation\nactivation = relu\n"
+    "[c2]\ntype = conv2d\nfilters = 6\nsize = 3\npadding = same\nactivation = tanh\n"
+    "[res]\ntype = add\ninputs = relu, c2\n"
     "[pool]\ntype = maxpool\n"
+    "[avg]\ntype = avgpool\n"
     "[flat]\ntype = flatten\n"
     "[drop]\ntype = dropout\nrate = 0.2\n"
     "[out]\ntype = dense\nunits = 4\n";
@@ -131,7 +134,7 @@ static void test_refusals(void)
     /* a config whose conv has more filters: the layer is named with both shapes */
     ct_net *net = NULL;
     CHECK(ct_open_string(NET, "other.ini", &net) == CT_OK);
-    CHECK(ct_set(net, "conv.filters", "8") == CT_OK);
+    CHECK(ct_set(net, "conv.filters", "8") == CT_OK && ct_set(net, "c2.filters", "8") == CT_OK);
     CHECK(ct_load(net, path_in("a.ckpt")) == CT_ERR_DATA);
     CHECK_MSG(ct_contains(ct_errmsg(net), "[conv]") && ct_contains(ct_errmsg(net), "8x8x8") &&
               ct_contains(ct_errmsg(net), "8x8x6"), "got: %s", ct_errmsg(net));
