@@ -141,7 +141,8 @@ static ct_status open_images(idx_file *f, const char *path, ct_shape *shape, ct_
     if (f->dims[0] == 0 || h == 0 || w == 0 || c == 0)
         return ct_fail(err, CT_ERR_DATA, "%s: IDX header has a zero size (%u images of %ux%ux%u)",
                        path, (unsigned)f->dims[0], (unsigned)h, (unsigned)w, (unsigned)c);
-    if ((uint64_t)h * w * c > IDX_MAX_SAMPLE)
+    /* h * w first: three 32-bit sizes can wrap 64 bits (2^25 cubed is 0), two cannot. */
+    if ((uint64_t)h * w > IDX_MAX_SAMPLE || (uint64_t)h * w * c > IDX_MAX_SAMPLE)
         return ct_fail(err, CT_ERR_DATA, "%s: images of %ux%ux%u are too large (at most %u bytes each)",
                        path, (unsigned)h, (unsigned)w, (unsigned)c, (unsigned)IDX_MAX_SAMPLE);
     shape->h = (int)h;
@@ -286,10 +287,12 @@ ct_status ct_idx_load(ct_dataset *ds, const char *images_path, const char *label
         st = ct_fail(err, CT_ERR_DATA, "%s: %ld images do not fit in memory", images_path, keep);
     if (st == CT_OK && labels_path)
         st = read_labels(&fl, &labels, &classes, err);
-    else if (st == CT_OK && !(labels = calloc((size_t)keep + 1, 1))) /* images alone: labels 0 */
-        st = ct_fail(err, CT_ERR_NOMEM, "out of memory for %ld labels", keep);
     if (st == CT_OK)
         st = read_images(&fi, shape, keep, &images, err);
+    /* Images alone: labels 0. Allocated only once the images are read, so `keep` is backed by
+     * file content and a header claiming billions of images cannot make us allocate them. */
+    if (st == CT_OK && !labels_path && !(labels = calloc((size_t)keep + 1, 1)))
+        st = ct_fail(err, CT_ERR_NOMEM, "out of memory for %ld labels", keep);
     idx_close(&fi);
     idx_close(&fl);
     if (st != CT_OK) {

@@ -72,6 +72,11 @@ done
 
 # ---- running them ----
 
+# The targets write their inputs to files under TMPDIR; inside build-fuzz/ nothing is left in /tmp
+# after a crash.
+export TMPDIR="$PWD/$out/tmp"
+rm -rf "$TMPDIR"
+mkdir -p "$TMPDIR"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 # Reports with file:line need llvm-symbolizer; a versioned clang keeps it beside itself.
