@@ -19,14 +19,6 @@ static ct_shape producer_shape(const ct_graph *g, int producer)
     return producer == CT_INPUT_NODE ? g->input : g->layers[producer].out;
 }
 
-static void shape_text(ct_shape s, char *buf, size_t n)
-{
-    if (s.h == 1 && s.w == 1)
-        snprintf(buf, n, "%d", s.c);
-    else
-        snprintf(buf, n, "%dx%dx%d", s.h, s.w, s.c);
-}
-
 static ct_status resolve_inputs(ct_graph *g, ct_layer *l, const char *file, ct_err *err)
 {
     const ct_layer_config *c = l->cfg;
@@ -54,7 +46,7 @@ static ct_status check_shapes(const ct_graph *g, const ct_layer *l, const char *
     const ct_layer_config *c = l->cfg;
     char a[48], b[48];
     if (l->type == CT_LAYER_DENSE && (l->in_shape.h != 1 || l->in_shape.w != 1)) {
-        shape_text(l->in_shape, a, sizeof a);
+        ct_shape_text(l->in_shape, a, sizeof a);
         return ct_fail_at(err, CT_ERR_CONFIG, file, c->line,
                           "[%s] dense needs a flat input but gets %s; put a flatten layer before it",
                           c->name, a);
@@ -62,8 +54,8 @@ static ct_status check_shapes(const ct_graph *g, const ct_layer *l, const char *
     if (l->type == CT_LAYER_ADD) {
         ct_shape s1 = producer_shape(g, l->in[1]);
         if (s1.h != l->in_shape.h || s1.w != l->in_shape.w || s1.c != l->in_shape.c) {
-            shape_text(l->in_shape, a, sizeof a);
-            shape_text(s1, b, sizeof b);
+            ct_shape_text(l->in_shape, a, sizeof a);
+            ct_shape_text(s1, b, sizeof b);
             return ct_fail_at(err, CT_ERR_CONFIG, file, c->inputs_line ? c->inputs_line : c->line,
                               "[%s] cannot add %s ('%s') and %s ('%s'): shapes differ", c->name, a,
                               c->inputs[0], b, c->inputs[1]);
@@ -76,7 +68,7 @@ static ct_status check_output(const ct_graph *g, const char *file, ct_err *err)
 {
     const ct_layer *last = &g->layers[g->n_layers - 1];
     char a[48];
-    shape_text(last->out, a, sizeof a);
+    ct_shape_text(last->out, a, sizeof a);
     if (last->out.h != 1 || last->out.w != 1)
         return ct_fail_at(err, CT_ERR_CONFIG, file, last->cfg->line,
                           "[%s] the last layer gives %s per sample; the softmax loss needs a flat "

@@ -55,14 +55,6 @@ ct_status ct_net_snapshot(ct_net *net, double test_accuracy, ct_checkpoint *ck, 
     return st;
 }
 
-static void shape_text(int h, int w, int c, char *buf, size_t n)
-{
-    if (h == 1 && w == 1)
-        snprintf(buf, n, "%d", c);
-    else
-        snprintf(buf, n, "%dx%dx%d", h, w, c);
-}
-
 /* Names the first layer that differs between the network and the checkpoint. */
 static ct_status check_layers(const ct_graph *g, const ct_checkpoint *ck, const char *source, ct_err *err)
 {
@@ -73,8 +65,8 @@ static ct_status check_layers(const ct_graph *g, const ct_checkpoint *ck, const 
         const ct_layer *l = &g->layers[i];
         const ct_checkpoint_layer *cl = &ck->layers[i];
         char want[48], got[48];
-        shape_text(l->out.h, l->out.w, l->out.c, want, sizeof want);
-        shape_text(cl->h, cl->w, cl->c, got, sizeof got);
+        ct_shape_text(l->out, want, sizeof want);
+        ct_shape_text((ct_shape){cl->h, cl->w, cl->c}, got, sizeof got);
         if (strcmp(cl->name, l->cfg->name) != 0 || cl->type != (uint32_t)l->type)
             return ct_fail(err, CT_ERR_DATA, "%s: layer %d is [%s] (%s) in the config but [%s] (%s) in the checkpoint",
                            source, i + 1, l->cfg->name, ct_layer_type_name(l->type), cl->name,

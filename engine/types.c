@@ -1,4 +1,15 @@
+#include <stdio.h>
+
 #include "types.h"
+
+char *ct_shape_text(ct_shape s, char *buf, size_t n)
+{
+    if (s.h == 1 && s.w == 1)
+        snprintf(buf, n, "%d", s.c);
+    else
+        snprintf(buf, n, "%dx%dx%d", s.h, s.w, s.c);
+    return buf;
+}
 
 const char *ct_activation_name(ct_activation a)
 {

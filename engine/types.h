@@ -45,6 +45,9 @@ typedef enum ct_precision { CT_PREC_FP32 = 0, CT_PREC_FP16 } ct_precision;
 typedef enum ct_memory_mode { CT_MEMORY_GROW = 0, CT_MEMORY_PREALLOCATE, CT_MEMORY_LIMIT } ct_memory_mode;
 typedef enum ct_data_format { CT_DATA_IDX = 0, CT_DATA_CIFAR10, CT_DATA_SYNTHETIC } ct_data_format;
 
+/* "HxWxC", or "C" for a flat vector, into buf (n bytes); returns buf. */
+char *ct_shape_text(ct_shape s, char *buf, size_t n);
+
 const char *ct_activation_name(ct_activation a);
 const char *ct_layer_type_name(ct_layer_type t);
 

@@ -1,38 +1,7 @@
 /* The cutrain command as a user runs it: exit codes (0 ok, 1 runtime failure, 2 bad usage or
  * config), messages naming file and line, the JSON-lines log, eval and summary. */
 #define _DEFAULT_SOURCE
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include "tests/test_util.h"
-
-static char dir[64];
-static char out[1 << 16];
-
-/* Runs `cutrain ARGS` (stdout and stderr into `out`); returns the exit code. */
-static int run(const char *args)
-{
-    const char *cli = getenv("CT_CLI");
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd %s && %s %s 2>&1", dir, cli ? cli : "cutrain", args);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static void write_file(const char *name, const char *text)
-{
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
-}
+#include "tests/cli_util.h"
 
 static const char *NET =
     "[data]\nformat = synthetic\nshape = 6, 6, 1\nclasses = 3\ncount = 300\ntest_count = 90\n"
@@ -43,11 +12,8 @@ static const char *NET =
 
 int main(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/ct_cli_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
+    if (!make_scratch("ct_cli"))
         return 1;
-    }
     write_file("net.ini", NET);
 
     CHECK(run("--version") == 0 && ct_contains(out, "cutrain 0."));
@@ -101,9 +67,6 @@ int main(void)
     CHECK_MSG(run("summary --config net.ini") == 0 && ct_contains(out, "hidden") &&
               ct_contains(out, "total") && ct_contains(out, "643"), "got: %s", out); /* 36*16+16 + 16*3+3 */
 
-    char cleanup[128];
-    snprintf(cleanup, sizeof cleanup, "rm -rf %s", dir);
-    if (system(cleanup) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    remove_scratch();
     return ct_test_done();
 }

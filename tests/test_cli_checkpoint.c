@@ -5,51 +5,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdlib.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "tests/test_util.h"
-
-static char dir[64];
-static char out[1 << 16];
-
-static const char *cli(void)
-{
-    const char *c = getenv("CT_CLI");
-    return c ? c : "cutrain";
-}
-
-/* Runs a shell command in the test folder, output into `out`; returns the exit code. */
-static int sh(const char *command)
-{
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd %s && %s 2>&1", dir, command);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static int run(const char *args)
-{
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s %s", cli(), args);
-    return sh(cmd);
-}
-
-static void write_file(const char *name, const char *text)
-{
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
-}
+#include "tests/cli_util.h"
 
 static int count_files(const char *sub, const char *prefix)
 {
@@ -99,8 +57,7 @@ static const char *LONG =
 
 int main(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/ct_clickpt_XXXXXX");
-    if (!mkdtemp(dir))
+    if (!make_scratch("ct_clickpt"))
         return 1;
     write_file("small.ini", SMALL);
     write_file("long.ini", LONG);
@@ -158,9 +115,6 @@ int main(void)
     CHECK_MSG(run("--config long.ini --resume int --set train.epochs=1") == 0 &&
               ct_contains(out, "resumed from int/ckpt-") && ct_contains(out, "epoch 1/1"), "got: %s", out);
 
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    remove_scratch();
     return ct_test_done();
 }
