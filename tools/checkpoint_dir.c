@@ -98,6 +98,16 @@ int cli_checkpoint_save(ct_net *net, const char *dir, int keep, double test_accu
     return CLI_OK;
 }
 
+double cli_checkpoint_best(ct_net *net, const char *dir)
+{
+    char path[4096];
+    double accuracy = -1.0;
+    snprintf(path, sizeof path, "%s/best" CKPT_SUFFIX, dir);
+    if (access(path, F_OK) == 0 && ct_checkpoint_info(net, path, NULL, NULL, &accuracy) != CT_OK)
+        fprintf(stderr, "cutrain: warning: %s will be replaced: %s\n", path, ct_errmsg(net));
+    return accuracy;
+}
+
 int cli_checkpoint_resolve(const char *file_or_dir, char *path, size_t n)
 {
     struct stat sb;

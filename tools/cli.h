@@ -41,6 +41,9 @@ int cmd_predict(const cli_options *opt);
 /* Checkpoint folders (checkpoint_dir.c): DIR/ckpt-<step>.ckpt, the last `keep` kept, and
  * DIR/best.ckpt for the best test accuracy. */
 int cli_checkpoint_save(ct_net *net, const char *dir, int keep, double test_accuracy, double *best);
+/* The test accuracy of DIR/best.ckpt, -1 when there is none: a resumed run replaces it only
+ * when it does better. */
+double cli_checkpoint_best(ct_net *net, const char *dir);
 /* FILE, or the newest ckpt-*.ckpt in a folder, into path (n bytes); prints and returns an exit
  * code on failure. */
 int cli_checkpoint_resolve(const char *file_or_dir, char *path, size_t n);

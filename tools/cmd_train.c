@@ -103,6 +103,8 @@ int cmd_train(const cli_options *opt)
         return CLI_FAILURE;
     }
     ct_checkpoint_settings(net, &run.checkpoint_every, &run.keep);
+    if (opt->checkpoint_dir)
+        run.best = cli_checkpoint_best(net, opt->checkpoint_dir);
     if (!opt->quiet) {
         printf("cutrain: backend %s (%s)\n", ct_backend_name(net), ct_backend_reason(net));
         printf("cutrain: %s: %ld training images, batch %d\n", opt->config, ct_train_images(net), ct_batch_size(net));
