@@ -52,8 +52,12 @@ int cmd_predict(const cli_options *opt)
     } else {
         int to_stdout = !opt->out || strcmp(opt->out, "-") == 0;
         FILE *out = to_stdout ? stdout : fopen(opt->out, "w");
-        if (!out || write_csv(out, classes, probabilities, images.count) != 0 || (!to_stdout && fclose(out) != 0)) {
-            fprintf(stderr, "cutrain: cannot write %s: %s\n", opt->out ? opt->out : "standard output", strerror(errno));
+        int failed = !out || write_csv(out, classes, probabilities, images.count) != 0;
+        if (out && !to_stdout && fclose(out) != 0)
+            failed = 1;
+        if (failed) {
+            fprintf(stderr, "cutrain: cannot write %s: %s\n", to_stdout ? "standard output" : opt->out,
+                    strerror(errno));
             rc = CLI_FAILURE;
         }
     }
