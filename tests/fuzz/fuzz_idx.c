@@ -13,45 +13,11 @@
 #include <unistd.h>
 
 #include "data/dataset.h"
+#include "tests/fuzz/fuzz_files.h"
 
-static char dir_path[4096];
-static char images_path[4200];
-static char labels_path[4200];
-
-/* Removes the files at exit, so repeated fuzz runs do not litter /tmp. */
-static void cleanup(void)
-{
-    unlink(images_path);
-    unlink(labels_path);
-    rmdir(dir_path);
-}
-
-/* Creates the private folder on the first call; mkdtemp keeps parallel fuzzers apart. */
-static void setup_once(void)
-{
-    if (images_path[0])
-        return;
-    /* TMPDIR lets tools/fuzz.sh keep the folder inside build-fuzz/: a crash exits without
-     * running atexit handlers, so the folder would otherwise stay behind in /tmp. */
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir_path, sizeof dir_path, "%s/cutrain-fuzz-idx-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir_path)) {
-        perror("mkdtemp");
-        abort();   /* the fuzzer cannot do anything useful without its folder */
-    }
-    snprintf(images_path, sizeof images_path, "%s/images.idx", dir_path);
-    snprintf(labels_path, sizeof labels_path, "%s/labels.idx", dir_path);
-    atexit(cleanup);
-}
-
-static void write_file(const char *path, const uint8_t *data, size_t size)
-{
-    FILE *fp = fopen(path, "wb");
-    if (!fp || fwrite(data, 1, size, fp) != size || fclose(fp) != 0) {
-        perror(path);
-        abort();
-    }
-}
+static const char *const names[] = {"images.idx", "labels.idx"};
+#define images_path fuzz_paths[0]
+#define labels_path fuzz_paths[1]
 
 /* zlib is not instrumented, so a gzip input runs the same code in idx.c as its raw twin and
  * libFuzzer drops the gzip seeds as adding nothing new; corrupt gzip streams are then almost
@@ -101,15 +67,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)
         return -1;
-    setup_once();
+    fuzz_setup_once("idx", names, 2);
     const char *labels = data[0] & 0x80 ? NULL : labels_path;
     size_t split = (size_t)(data[0] & 0x7f) << 8 | data[1];
     data += 2;
     size -= 2;
     if (split > size)
         split = size;
-    write_file(images_path, data, split);
-    write_file(labels_path, data + split, size - split);
+    fuzz_write_file(images_path, data, split);
+    fuzz_write_file(labels_path, data + split, size - split);
     int images_gz = is_gzip(data, split), labels_gz = labels && is_gzip(data + split, size - split);
 
     ct_shape shape = {0, 0, 0};
