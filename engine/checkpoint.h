@@ -1,6 +1,7 @@
 /* Checkpoints (DESIGN.md, "Checkpoints"): a versioned little-endian binary file.
  *
  *   magic "CUTRAIN\x1a" (8 bytes), u32 format version (CT_CHECKPOINT_VERSION), u32 header bytes
+ *       (the offset of the first parameter float)
  *   u32 layer count; per layer: u32 name length + name bytes (no NUL), u32 type (ct_layer_type),
  *       i32 out h, w, c, u64 weight count, u64 bias count, u64 state count
  *   u32 optimizer (ct_optimizer), u64 parameter count, u64 state count, u32 has_m, u32 has_v
