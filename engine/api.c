@@ -23,12 +23,19 @@ const char *ct_errmsg(const ct_net *net)
     return net->err.msg;
 }
 
+/* Both opens start here: *out gets the handle even when the open then fails, for ct_errmsg. */
+static ct_net *new_handle(ct_net **out)
+{
+    ct_net *net = calloc(1, sizeof *net);
+    *out = net;
+    return net;
+}
+
 ct_status ct_open_string(const char *text, const char *name, ct_net **out)
 {
     if (!out)
         return CT_ERR_USAGE;
-    ct_net *net = calloc(1, sizeof *net);
-    *out = net;
+    ct_net *net = new_handle(out);
     if (!net)
         return CT_ERR_NOMEM;
     if (!text)
@@ -86,8 +93,7 @@ ct_status ct_open_file(const char *path, ct_net **out)
 {
     if (!out)
         return CT_ERR_USAGE;
-    ct_net *net = calloc(1, sizeof *net);
-    *out = net;
+    ct_net *net = new_handle(out);
     if (!net)
         return CT_ERR_NOMEM;
     if (!path)

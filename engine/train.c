@@ -106,6 +106,7 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
     long every = cb && cb->step_every > 0 ? cb->step_every : 20;
     double loss_sum = 0.0, started = now_seconds();
     long correct = 0, images = 0;
+    int last_n = batch;      /* size of the last batch, whose activations a failure inspects */
     float lr = t->learning_rate;
     ct_status st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 1, err);
 
@@ -117,6 +118,7 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
         first = 0;
     for (long b = first; b < steps && st == CT_OK; b++) {
         int n = (int)(ds->count - b * batch < batch ? ds->count - b * batch : batch);
+        last_n = n;
         uint64_t aug_seed = ct_hash3(t->seed, SALT_AUGMENT, (uint64_t)net->epoch * (uint64_t)steps + (uint64_t)b);
         ct_make_batch(ds, net->order + b * batch, n, &net->augment, 1, aug_seed, net->host_x, net->host_y);
         st = upload_batch(net, n, err);
@@ -144,7 +146,7 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
         return st;
     double train_seconds = now_seconds() - started;
     if (!isfinite(loss_sum))
-        return non_finite_failure(net, net->graph.batch, err);
+        return non_finite_failure(net, last_n, err);
 
     *es = (ct_epoch_stats){
         .epoch = net->epoch + 1, .epochs = t->epochs, .step = net->step,

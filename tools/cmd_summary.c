@@ -1,13 +1,6 @@
 /* cutrain summary: one row per layer and the totals, without loading the data. */
 #include "cli.h"
-
-static void shape_text(const ct_layer_info *li, char *buf, size_t n)
-{
-    if (li->h == 1 && li->w == 1)
-        snprintf(buf, n, "%d", li->c);
-    else
-        snprintf(buf, n, "%dx%dx%d", li->h, li->w, li->c);
-}
+#include "engine/types.h"
 
 int cmd_summary(const cli_options *opt)
 {
@@ -28,7 +21,7 @@ int cmd_summary(const cli_options *opt)
         if (st != CT_OK)
             return cli_fail(net, st);
         char shape[48];
-        shape_text(&li, shape, sizeof shape);
+        ct_shape_text((ct_shape){li.h, li.w, li.c}, shape, sizeof shape);
         printf("%-16s %-11s %-12s %12ld %12.3f %14ld\n", li.name, li.type, shape, li.params,
                li.flops / 1e6, li.activation_bytes);
         params += li.params;
