@@ -116,11 +116,7 @@ static void release_run(ct_net *net)
     ct_dataset_free(&net->test);
     free(net->order);
     free(net->eval_order);
-    free(net->host_x);
-    free(net->host_y);
     net->order = net->eval_order = NULL;
-    net->host_x = NULL;
-    net->host_y = NULL;
 }
 
 void ct_close(ct_net *net)
@@ -170,6 +166,46 @@ ct_status ct_net_build_graph(ct_net *net)
     return CT_OK;
 }
 
+#ifdef CUTRAIN_HAVE_CUDA
+/* The first ordinal of `devices` (all: 0), or -1 after failing when it names a missing device.
+ * Mirrored data parallelism over several devices comes with its own issue: one device trains. */
+static int first_device(ct_net *net, int count)
+{
+    const char *devices = net->cfg.train.devices;
+    if (strcmp(devices, "all") == 0)
+        return 0;
+    int ordinal = atoi(devices);
+    if (ordinal >= count) {
+        ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, net->cfg.train.line,
+                   "devices = %s: there is no CUDA device %d (%d visible; CUDA_VISIBLE_DEVICES %s)",
+                   devices, ordinal, count, getenv("CUDA_VISIBLE_DEVICES") ? "is set" : "is not set");
+        return -1;
+    }
+    return ordinal;
+}
+
+static ct_status open_cuda(ct_net *net, int count)
+{
+    int device = first_device(net, count);
+    if (device < 0)
+        return CT_ERR_CONFIG;
+    ct_cuda_options opt = {.device = device, .graphs = net->cfg.train.graph != 0, .allow_tf32 = 1};
+    ct_status st = ct_cuda_backend_create(&net->be, &opt, &net->err);
+    if (st != CT_OK)
+        return st;
+    char name[96] = "";
+    size_t total = 0;
+    ct_err ignored;
+    ct_cuda_device_name(device, name, sizeof name, &total, &ignored);
+    const char *extra = strchr(net->cfg.train.devices, ',') || (strcmp(net->cfg.train.devices, "all") == 0 && count > 1)
+                            ? "; one device trains until mirrored data parallelism lands" : "";
+    snprintf(net->backend_reason, sizeof net->backend_reason, "devices = %s: CUDA device %d (%s, %.1f GiB), graph %s%s",
+             net->cfg.train.devices, device, name, (double)total / (1024.0 * 1024.0 * 1024.0),
+             opt.graphs ? "on" : "off", extra);
+    return CT_OK;
+}
+#endif
+
 /* Picks the backend from `devices`; the reason is reported by the command. */
 static ct_status choose_backend(ct_net *net)
 {
@@ -180,23 +216,20 @@ static ct_status choose_backend(ct_net *net)
                           "precision = fp16 is not available yet (it comes with the float16 path); use fp32");
     if (strcmp(devices, "cpu") == 0) {
         snprintf(net->backend_reason, sizeof net->backend_reason, "devices = cpu");
-    } else {
-#ifdef CUTRAIN_HAVE_CUDA
-        int count = 0;
-        char why[160] = "";
-        ct_cuda_devices(&count, why, sizeof why); /* a failure is a reason to use the CPU */
-        if (count > 0)
-            snprintf(net->backend_reason, sizeof net->backend_reason,
-                     "devices = %s: %d CUDA device(s) found, but the CUDA training backend is not "
-                     "complete yet, so the CPU trains", devices, count);
-        else
-            snprintf(net->backend_reason, sizeof net->backend_reason,
-                     "devices = %s: no CUDA device (%s)", devices, why);
-#else
-        snprintf(net->backend_reason, sizeof net->backend_reason,
-                 "devices = %s: this build has no CUDA backend", devices);
-#endif
+        return ct_cpu_backend_create(&net->be, err);
     }
+#ifdef CUTRAIN_HAVE_CUDA
+    int count = 0;
+    char why[160] = "";
+    ct_cuda_devices(&count, why, sizeof why); /* a failure is a reason to use the CPU */
+    if (count > 0)
+        return open_cuda(net, count);
+    snprintf(net->backend_reason, sizeof net->backend_reason, "devices = %s: no CUDA device (%s), so the CPU trains",
+             devices, why);
+#else
+    snprintf(net->backend_reason, sizeof net->backend_reason,
+             "devices = %s: this build has no CUDA backend, so the CPU trains", devices);
+#endif
     return ct_cpu_backend_create(&net->be, err);
 }
 
@@ -210,9 +243,7 @@ static ct_status allocate_host(ct_net *net)
     int batch = net->graph.batch;
     net->order = malloc((size_t)(net->train.count > 0 ? net->train.count : 1) * sizeof *net->order);
     net->eval_order = malloc((size_t)batch * sizeof *net->eval_order);
-    net->host_x = malloc((size_t)batch * ct_shape_size(net->graph.input) * sizeof *net->host_x);
-    net->host_y = malloc((size_t)batch * sizeof *net->host_y);
-    if (!net->order || !net->eval_order || !net->host_x || !net->host_y)
+    if (!net->order || !net->eval_order)
         return ct_fail(&net->err, CT_ERR_NOMEM, "out of memory for batch staging at batch %d", batch);
     return CT_OK;
 }

@@ -152,11 +152,9 @@ ct_status ct_predict(ct_net *net, const unsigned char *images, long count, int *
         int n = (int)(count - start < g->batch ? count - start : g->batch);
         for (int i = 0; i < n; i++)
             net->eval_order[i] = start + i;
-        ct_make_batch(&view, net->eval_order, n, &net->augment, 0, 0, net->host_x, net->host_y);
-        st = net->be->ops->upload(net->be, g->x, net->host_x, (size_t)n * ct_shape_size(g->input) * sizeof(float),
-                                  &net->err);
+        st = ct_train_stage_batch(net, &view, net->eval_order, n, 0, 0, &net->err);
         if (st == CT_OK)
-            st = ct_graph_forward(g, n, 0, 0, &net->err);
+            st = ct_graph_forward(g, n, 0, &net->err);
         if (st == CT_OK)
             st = net->be->ops->download(net->be, logits, ct_graph_output(g)->y, (size_t)n * k * sizeof(float),
                                         &net->err);

@@ -140,6 +140,61 @@ const char *ct_backend_reason(const ct_net *net);
 int ct_batch_size(const ct_net *net);
 long ct_train_images(const ct_net *net);
 
+/* ---- benchmarking (cutrain bench) ---- */
+
+typedef struct ct_bench_result {
+    int batch;
+    long steps;              /* timed steps */
+    double images_per_s;     /* training images per second over the timed steps */
+    double ms_per_step;      /* mean milliseconds per step (CUDA events on the GPU) */
+    double ms_per_step_min;  /* fastest of the timed windows */
+    int graph;               /* 1 when the step ran as a captured CUDA graph */
+} ct_bench_result;
+
+/* Times training steps (forward, loss, backward, optimizer) after `warmup` untimed ones, on real
+ * batches of the training set cycled through the backend's input staging, so the timed work is
+ * the model's and the inputs' device copies, not the host's batch assembly. Changes the weights:
+ * prepare a fresh handle for training afterwards. */
+ct_status ct_bench(ct_net *net, int warmup, long steps, ct_bench_result *out);
+
+/* ---- GPU health (cutrain doctor) ---- */
+
+#define CT_DOCTOR_MAX_GPUS 16
+#define CT_DOCTOR_MAX_WARNINGS 8
+
+typedef struct ct_gpu_health {
+    int ordinal;
+    char name[96];
+    double total_mib, free_mib;
+    int pass;                /* 1 when every check on this GPU passed */
+    double gemm_rel_err;     /* largest relative error of its GEMM against the CPU */
+    double conv_rel_err;     /* of its convolution against the CPU */
+    char detail[320];        /* the first failure, or what passed */
+} ct_gpu_health;
+
+typedef struct ct_doctor_report {
+    int built_with_cuda;
+    /* versions as the libraries encode them; 0 when absent */
+    int driver_cuda, runtime_cuda;          /* 13000 = CUDA 13.0 */
+    int cublas_compiled, cublas_loaded;     /* e.g. 130100 */
+    int cudnn_compiled, cudnn_loaded;       /* e.g. 91900 = 9.19.0 */
+    int nccl_compiled, nccl_loaded;         /* e.g. 22809 = 2.28.9 */
+    int n_gpus;
+    ct_gpu_health gpus[CT_DOCTOR_MAX_GPUS];
+    int together;            /* -1 fewer than 2 GPUs, 0 failed, 1 passed: all GPUs at once */
+    char together_detail[320];
+    int n_warnings;
+    char warnings[CT_DOCTOR_MAX_WARNINGS][200];
+    char no_gpu_reason[200]; /* why n_gpus is 0 */
+    int pass;                /* n_gpus > 0, every GPU passed, and together did not fail */
+} ct_doctor_report;
+
+/* Checks the driver, the libraries and each visible GPU (allocate, a GEMM and a convolution
+ * checked against the CPU, a one-rank NCCL all-reduce), then all of them together. Fills
+ * *report and returns CT_OK whenever it could run the checks, whatever they found; read
+ * report->pass. Prints nothing. */
+ct_status ct_doctor(ct_doctor_report *report);
+
 /* The message of the last failure on this handle ("" when none). Safe on NULL. */
 const char *ct_errmsg(const ct_net *net);
 

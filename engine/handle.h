@@ -22,8 +22,6 @@ struct ct_net {
     ct_augment augment;
     long *order;             /* (train.count) this epoch's sample order */
     long *eval_order;        /* (batch) indices of one evaluation batch */
-    float *host_x;           /* (batch, input) staging for one batch */
-    int32_t *host_y;         /* (batch) */
 
     int epoch;               /* epochs completed */
     long step;               /* optimizer steps taken */
@@ -42,7 +40,15 @@ ct_status ct_net_restore(ct_net *net, const struct ct_checkpoint *ck, const char
 /* The trainer (train.c). */
 ct_status ct_train_fit(ct_net *net, const ct_callbacks *cb);
 ct_status ct_train_evaluate(ct_net *net, const ct_dataset *ds, ct_eval_result *out);
+/* Samples idx[0..n) of ds, augmented when asked, through the backend's input staging into the
+ * network's input buffers. */
+ct_status ct_train_stage_batch(ct_net *net, const ct_dataset *ds, const long *idx, int n, int augment,
+                               uint64_t aug_seed, ct_err *err);
+/* One optimizer step on the batch in the network's input buffers, at learning rate lr. */
+ct_status ct_train_step(ct_net *net, int n, float lr, ct_err *err);
 /* Learning rate at `step` (0-based) per the schedule and warm-up (optim.c). */
 float ct_schedule_lr(const ct_train_config *t, long step, long steps_per_epoch);
+/* Adam's bias correction 1 - beta^t, computed in double: it is tiny on the first steps. */
+float ct_adam_bias(float beta, long t);
 
 #endif

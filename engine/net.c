@@ -95,6 +95,7 @@ ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int 
         l->type = l->cfg->type;
         l->index = i;
         l->act = l->cfg->activation;
+        l->dtype = CT_DTYPE_F32;
         ct_status st = resolve_inputs(g, l, cfg->file, err);
         if (st == CT_OK)
             st = check_shapes(g, l, cfg->file, err);
@@ -287,6 +288,9 @@ ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt
         (has_m(opt) && !g->opt_m) || (has_v(opt) && !g->opt_v))
         return ct_fail(err, CT_ERR_NOMEM, "out of memory for %zu parameters at batch %d", g->n_params, batch);
     ct_status st = bind_layers(g, err);
+    if (st == CT_OK)
+        st = be->ops->input_reserve(be, (size_t)batch * ct_shape_size(g->input) * sizeof(float),
+                                    (size_t)batch * sizeof(int32_t), err);
     return st == CT_OK ? init_params(g, seed, err) : st;
 }
 
@@ -306,10 +310,10 @@ void ct_graph_free(ct_graph *g)
 
 /* ---- passes ---- */
 
-ct_status ct_graph_forward(ct_graph *g, int n, int training, uint64_t seed, ct_err *err)
+ct_status ct_graph_forward(ct_graph *g, int n, int training, ct_err *err)
 {
     for (int i = 0; i < g->n_layers; i++) {
-        ct_status st = g->be->ops->forward(g->be, &g->layers[i], n, training, seed, err);
+        ct_status st = g->be->ops->forward(g->be, &g->layers[i], n, training, err);
         if (st != CT_OK)
             return st;
     }

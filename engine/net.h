@@ -52,8 +52,9 @@ ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt
                         size_t limit, ct_err *err);
 void ct_graph_free(ct_graph *g);
 
-/* Forward pass over n samples of g->x; the logits are the last layer's output. */
-ct_status ct_graph_forward(ct_graph *g, int n, int training, uint64_t seed, ct_err *err);
+/* Forward pass over n samples of g->x; the logits are the last layer's output. Dropout draws its
+ * masks from the seed of the backend's last set_step. */
+ct_status ct_graph_forward(ct_graph *g, int n, int training, ct_err *err);
 /* Backward pass from the last layer's dy (the loss gradient); gradients must have been zeroed
  * (ct_graph_zero_grads) before the loss wrote dy. */
 ct_status ct_graph_backward(ct_graph *g, int n, ct_err *err);

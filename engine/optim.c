@@ -28,3 +28,8 @@ float ct_schedule_lr(const ct_train_config *t, long step, long steps_per_epoch)
         return t->learning_rate;
     }
 }
+
+float ct_adam_bias(float beta, long t)
+{
+    return (float)(1.0 - pow((double)beta, (double)t));
+}

@@ -17,45 +17,73 @@ static double now_seconds(void)
 /* Salts that keep the random streams of different purposes apart. */
 enum { SALT_AUGMENT = 0x41554700, SALT_DROPOUT = 0x44524f50 };
 
-static ct_status upload_batch(ct_net *net, int n, ct_err *err)
+/* Assembles samples idx[0..n) into the backend's host staging and commits them to g->x and
+ * g->labels, in stream order before the next step's work. */
+ct_status ct_train_stage_batch(ct_net *net, const ct_dataset *ds, const long *idx, int n, int augment,
+                               uint64_t aug_seed, ct_err *err)
 {
     ct_graph *g = &net->graph;
-    ct_status st = net->be->ops->upload(net->be, g->x, net->host_x,
-                                        (size_t)n * ct_shape_size(g->input) * sizeof(float), err);
-    if (st == CT_OK)
-        st = net->be->ops->upload(net->be, g->labels, net->host_y, (size_t)n * sizeof(int32_t), err);
-    return st;
+    float *hx;
+    int32_t *hy;
+    ct_status st = net->be->ops->input_host(net->be, &hx, &hy, err);
+    if (st != CT_OK)
+        return st;
+    ct_make_batch(ds, idx, n, &net->augment, augment, aug_seed, hx, hy);
+    return net->be->ops->input_commit(net->be, g->x, g->labels, (size_t)n * ct_shape_size(g->input) * sizeof(float),
+                                      (size_t)n * sizeof(int32_t), err);
 }
 
-static ct_optim_step optim_step(const ct_net *net, float lr)
+static ct_optim_step optim_step(const ct_net *net)
 {
     const ct_train_config *t = &net->cfg.train;
     const ct_graph *g = &net->graph;
     return (ct_optim_step){
         .kind = t->optimizer, .params = g->params, .grads = g->grads, .m = g->opt_m, .v = g->opt_v,
-        .count = g->n_params, .lr = lr, .momentum = t->momentum, .beta1 = t->beta1,
-        .beta2 = t->beta2, .epsilon = t->epsilon, .weight_decay = t->weight_decay,
-        .nesterov = t->nesterov, .t = net->step + 1,
+        .count = g->n_params, .momentum = t->momentum, .beta1 = t->beta1, .beta2 = t->beta2,
+        .epsilon = t->epsilon, .weight_decay = t->weight_decay, .nesterov = t->nesterov,
     };
 }
 
-/* One optimizer step on the batch already in g->x / g->labels. */
-static ct_status train_step(ct_net *net, int n, float lr, ct_err *err)
+typedef struct step_ctx {
+    ct_net *net;
+    int n;
+} step_ctx;
+
+/* The work of one step, enqueued without reading anything back: the backend may capture it once
+ * and replay it, so everything that changes per step comes through set_step. */
+static ct_status step_work(void *p, ct_err *err)
 {
+    step_ctx *c = p;
+    ct_net *net = c->net;
     ct_graph *g = &net->graph;
     ct_layer *out = ct_graph_output(g);
-    uint64_t drop_seed = ct_hash3(net->cfg.train.seed, SALT_DROPOUT, (uint64_t)net->step);
-    ct_status st = ct_graph_forward(g, n, 1, drop_seed, err);
+    ct_status st = ct_graph_forward(g, c->n, 1, err);
     if (st == CT_OK)
-        st = ct_graph_zero_grads(g, n, err);
+        st = ct_graph_zero_grads(g, c->n, err);
     if (st == CT_OK)
-        st = net->be->ops->loss(net->be, out->y, g->labels, out->dy, n, g->classes, err);
+        st = net->be->ops->loss(net->be, out->y, g->labels, out->dy, c->n, g->classes, err);
     if (st == CT_OK)
-        st = ct_graph_backward(g, n, err);
+        st = ct_graph_backward(g, c->n, err);
     if (st == CT_OK) {
-        ct_optim_step s = optim_step(net, lr);
+        ct_optim_step s = optim_step(net);
         st = net->be->ops->optimizer_step(net->be, &s, err);
     }
+    return st;
+}
+
+ct_status ct_train_step(ct_net *net, int n, float lr, ct_err *err)
+{
+    const ct_train_config *t = &net->cfg.train;
+    long step = net->step + 1;
+    ct_step_scalars s = {
+        .lr = lr, .t = step, .bias1 = ct_adam_bias(t->beta1, step), .bias2 = ct_adam_bias(t->beta2, step),
+        .dropout_seed = ct_hash3(t->seed, SALT_DROPOUT, (uint64_t)net->step),
+    };
+    step_ctx ctx = {net, n};
+    ct_status st = net->be->ops->set_step(net->be, &s, err);
+    /* the batch size is the shape that a captured step is specific to */
+    if (st == CT_OK)
+        st = net->be->ops->run_step(net->be, n, step_work, &ctx, err);
     if (st == CT_OK)
         net->step++;
     return st;
@@ -78,19 +106,21 @@ static ct_status non_finite_failure(ct_net *net, int n, ct_err *err)
                    net->step, net->epoch + 1);
 }
 
+/* Progress without stalling the device: the figures are those of the last snapshot that has
+ * completed, with the image count it was taken at. */
 static int report_progress(const ct_callbacks *cb, ct_net *net, long done, long steps, long images,
                            double started, ct_err *err, ct_status *st)
 {
-    double loss_sum;
-    long correct;
-    *st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 0, err);
+    double loss_sum = 0.0;
+    long correct = 0, seen = -1;
+    *st = net->be->ops->peek_metrics(net->be, images, &loss_sum, &correct, &seen, err);
     if (*st != CT_OK)
         return 1;
     double seconds = now_seconds() - started;
     ct_progress p = {
         .epoch = net->epoch + 1, .epochs = net->cfg.train.epochs, .step_in_epoch = done,
-        .steps_per_epoch = steps, .loss = images ? loss_sum / images : 0.0,
-        .accuracy = images ? (double)correct / images : 0.0,
+        .steps_per_epoch = steps, .loss = seen > 0 ? loss_sum / seen : 0.0,
+        .accuracy = seen > 0 ? (double)correct / seen : 0.0,
         .images_per_s = seconds > 0 ? images / seconds : 0.0, .seconds = seconds,
     };
     return cb->on_step(&p, cb->user);
@@ -120,11 +150,10 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
         int n = (int)(ds->count - b * batch < batch ? ds->count - b * batch : batch);
         last_n = n;
         uint64_t aug_seed = ct_hash3(t->seed, SALT_AUGMENT, (uint64_t)net->epoch * (uint64_t)steps + (uint64_t)b);
-        ct_make_batch(ds, net->order + b * batch, n, &net->augment, 1, aug_seed, net->host_x, net->host_y);
-        st = upload_batch(net, n, err);
+        st = ct_train_stage_batch(net, ds, net->order + b * batch, n, 1, aug_seed, err);
         lr = ct_schedule_lr(t, net->step, steps);
         if (st == CT_OK)
-            st = train_step(net, n, lr, err);
+            st = ct_train_step(net, n, lr, err);
         images += n;
         /* where reading back is free, catch a divergence at its step, before anything saves it;
          * elsewhere it is caught at the next metrics read */
@@ -204,10 +233,9 @@ ct_status ct_train_evaluate(ct_net *net, const ct_dataset *ds, ct_eval_result *o
         int n = (int)(ds->count - start < batch ? ds->count - start : batch);
         for (int i = 0; i < n; i++)
             net->eval_order[i] = start + i;
-        ct_make_batch(ds, net->eval_order, n, &net->augment, 0, 0, net->host_x, net->host_y);
-        st = upload_batch(net, n, err);
+        st = ct_train_stage_batch(net, ds, net->eval_order, n, 0, 0, err);
         if (st == CT_OK)
-            st = ct_graph_forward(g, n, 0, 0, err);
+            st = ct_graph_forward(g, n, 0, err);
         if (st == CT_OK)
             st = net->be->ops->loss(net->be, ct_graph_output(g)->y, g->labels, NULL, n, g->classes, err);
     }

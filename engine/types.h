@@ -41,6 +41,10 @@ typedef enum ct_padding { CT_PAD_VALID = 0, CT_PAD_SAME } ct_padding;
 typedef enum ct_init { CT_INIT_AUTO = 0, CT_INIT_HE, CT_INIT_GLOROT } ct_init;
 typedef enum ct_optimizer { CT_OPT_SGD = 0, CT_OPT_MOMENTUM, CT_OPT_ADAM, CT_OPT_ADAMW } ct_optimizer;
 typedef enum ct_schedule { CT_SCHED_CONSTANT = 0, CT_SCHED_STEP, CT_SCHED_COSINE } ct_schedule;
+/* Storage type of a tensor on a backend. Everything is fp32 until the float16 path lands; the
+ * backends check it rather than assume it. */
+typedef enum ct_dtype { CT_DTYPE_F32 = 0, CT_DTYPE_F16 } ct_dtype;
+
 typedef enum ct_precision { CT_PREC_FP32 = 0, CT_PREC_FP16 } ct_precision;
 typedef enum ct_memory_mode { CT_MEMORY_GROW = 0, CT_MEMORY_PREALLOCATE, CT_MEMORY_LIMIT } ct_memory_mode;
 typedef enum ct_data_format { CT_DATA_IDX = 0, CT_DATA_CIFAR10, CT_DATA_SYNTHETIC } ct_data_format;

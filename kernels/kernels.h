@@ -17,6 +17,24 @@
 extern "C" {
 #endif
 
+/* The per-step scalars in device memory, written by the backend before each step (in stream
+ * order) and read by the captured kernels, so that a replayed CUDA graph sees this step's values. */
+typedef struct ct_device_step {
+    float lr;
+    float bias1, bias2;             /* Adam's bias corrections 1 - beta1^t, 1 - beta2^t */
+    float reserved;
+    unsigned long long dropout_seed;
+} ct_device_step;
+
+/* Pooling geometry, the fields of the CPU backend's ct_pool_geom: input (n, h, w, c), window
+ * kh x kw every `stride`, padding before (pad_t, pad_l), output (n, oh, ow, c). */
+typedef struct ct_pool_dims {
+    int n, h, w, c;
+    int kh, kw, stride;
+    int pad_t, pad_l;
+    int oh, ow;
+} ct_pool_dims;
+
 /* ---- elementwise (kernels/elementwise.cu) ---- */
 
 /* y: (rows, c) fp32, in place; bias: (c) fp32 or NULL.
@@ -25,16 +43,81 @@ extern "C" {
 int ct_launch_bias_activation_forward(float *y, const float *bias, long rows, int c, int act,
                                       void *stream);
 
+
+/* x, y: (n) fp32; y = act(x); y may equal x. */
+int ct_launch_activation_forward(const float *x, float *y, long n, int act, void *stream);
+
+/* x: the activation's input, y: its output, dy, dx: (n) fp32.
+ * dx = (accumulate ? dx : 0) + dy * act'(x). relu and leaky read y (y > 0 exactly when x > 0), so
+ * a producer that fused the activation into its epilogue need not keep x (x may be NULL for
+ * them); sigmoid and tanh read y; gelu reads x. */
+int ct_launch_activation_backward(const float *x, const float *y, const float *dy, float *dx, long n,
+                                  int act, int accumulate, void *stream);
+
+/* a, b, y: (n); y = a + b (y may equal a or b). */
+int ct_launch_add(const float *a, const float *b, float *y, long n, void *stream);
+
+/* dy, dx: (n); dx += dy. */
+int ct_launch_accumulate(const float *dy, float *dx, long n, void *stream);
+
+/* dy: (rows, c); db: (c) += column sums of dy, summed in fp32 per block, then atomically added. */
+int ct_launch_column_sums(const float *dy, float *db, long rows, int c, void *stream);
+
+/* Inverted dropout, the CPU backend's masks exactly: element i is kept when
+ * ct_uniform(step->dropout_seed, stream_id, i) >= rate (engine/rng.h), and kept values are scaled
+ * by 1 / (1 - rate). x, y: (n) fp32; mask: (n) 1 kept, 0 dropped. step: device memory. */
+int ct_launch_dropout_forward(const float *x, float *y, unsigned char *mask, long n, float rate,
+                              const ct_device_step *step, unsigned long long stream_id, void *stream);
+/* dy, mask, dx: (n); dx += mask ? dy / (1 - rate) : 0 */
+int ct_launch_dropout_backward(const float *dy, const unsigned char *mask, float *dx, long n, float rate,
+                               void *stream);
+
+/* Zero padding at the bottom and right, for the asymmetric 'same' padding that cuDNN cannot
+ * express: x (n, h, w, c) -> xp (n, hp, wp, c), hp >= h, wp >= w, x in the top-left corner,
+ * zeros elsewhere (xp is fully written). */
+int ct_launch_pad_nhwc(const float *x, float *xp, int n, int h, int w, int c, int hp, int wp, void *stream);
+/* The gradient back through it: dx (n, h, w, c) += dxp[:, :h, :w, :] of dxp (n, hp, wp, c). */
+int ct_launch_crop_accumulate_nhwc(const float *dxp, float *dx, int n, int h, int w, int c, int hp, int wp,
+                                   void *stream);
+
+/* ---- pooling (kernels/pool.cu), the CPU backend's semantics exactly ---- */
+
+/* x: (n, h, w, c); y, argmax: (n, oh, ow, c). The window is clipped to the input (padding never
+ * read); its first cell seeds the max and later cells replace it only when strictly greater;
+ * argmax is the index within the sample's (h, w, c) volume; a window wholly in the padding gives
+ * 0 and argmax -1. */
+int ct_launch_maxpool_forward(const ct_pool_dims *d, const float *x, float *y, int *argmax, void *stream);
+/* dy, argmax: (n, oh, ow, c); dx (n, h, w, c) += dy at each argmax (atomics: windows may overlap). */
+int ct_launch_maxpool_backward(const ct_pool_dims *d, const float *dy, const int *argmax, float *dx,
+                               void *stream);
+/* Average over the window's cells inside the input (padding not counted). */
+int ct_launch_avgpool_forward(const ct_pool_dims *d, const float *x, float *y, void *stream);
+/* dx += dy / count spread over each window's cells inside the input. */
+int ct_launch_avgpool_backward(const ct_pool_dims *d, const float *dy, float *dx, void *stream);
+
+/* ---- optimizers (kernels/optim.cu), torch.optim's formulas as the CPU backend's ---- */
+
 /* w, g: (n) fp32; vel: (n) fp32 momentum buffer, zeroed before the first step, or NULL when
- * momentum == 0. PyTorch's SGD (dampening 0):
+ * momentum == 0. The learning rate is step->lr (device memory). PyTorch's SGD (dampening 0):
  *   g' = g + weight_decay * w
  *   vel = momentum * vel + g'                       (only when momentum != 0)
- *   step = momentum == 0 ? g' : nesterov ? g' + momentum * vel : vel
- *   w -= lr * step
- * A zeroed vel makes the first step vel = g', PyTorch's first-step buffer. Nesterov needs
- * momentum != 0 (as PyTorch insists) and momentum != 0 needs vel: else cudaErrorInvalidValue. */
-int ct_launch_sgd_step(float *w, const float *g, float *vel, long n, float lr, float momentum,
-                       int nesterov, float weight_decay, void *stream);
+ *   upd = momentum == 0 ? g' : nesterov ? g' + momentum * vel : vel
+ *   w -= lr * upd
+ * Nesterov needs momentum != 0 and momentum != 0 needs vel: else cudaErrorInvalidValue. */
+int ct_launch_sgd_step(float *w, const float *g, float *vel, long n, const ct_device_step *step,
+                       float momentum, int nesterov, float weight_decay, void *stream);
+
+/* w, g, m, v: (n) fp32; lr, bias1, bias2 from step (device memory). decoupled = 0: Adam with L2
+ * (g' = g + wd * w); decoupled = 1: AdamW (w *= 1 - lr * wd first). Then
+ *   m = b1 m + (1 - b1) g';  v = b2 v + (1 - b2) g'^2
+ *   w -= lr * (m / bias1) / (sqrt(v / bias2) + eps) */
+int ct_launch_adam_step(float *w, const float *g, float *m, float *v, long n, const ct_device_step *step,
+                        float beta1, float beta2, float eps, float weight_decay, int decoupled, void *stream);
+
+/* ---- reductions (kernels/reduce.cu) ---- */
+
+/* x: (n) fp32; *count (device) += the number of NaN or infinite elements. */
+int ct_launch_count_nonfinite(const float *x, long n, unsigned *count, void *stream);
 
 /* ---- loss (kernels/loss.cu) ---- */
 

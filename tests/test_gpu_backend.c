@@ -1,6 +1,6 @@
-/* The CUDA backend's first slice against the CPU backend on the same random inputs: memory round
- * trips, the loss with its device-side metrics and gradient, and SGD with momentum. Exits 77
- * (skipped) without a GPU. */
+/* The CUDA backend's memory, loss and optimizer against the CPU backend on the same random inputs:
+ * memory round trips, the loss with its device-side metrics and gradient, and SGD with momentum
+ * taking its learning rate from set_step. Exits 77 (skipped) without a GPU. */
 #include "engine/backend.h"
 #include "tests/test_util.h"
 
@@ -50,7 +50,7 @@ int main(void)
     ct_err err;
     ct_backend *cpu = NULL, *gpu = NULL;
     CHECK(ct_cpu_backend_create(&cpu, &err) == CT_OK);
-    CHECK_MSG(ct_cuda_backend_create(&gpu, 0, &err) == CT_OK, "%s", err.msg);
+    CHECK_MSG(ct_cuda_backend_create(&gpu, &(ct_cuda_options){.device = 0}, &err) == CT_OK, "%s", err.msg);
     if (!cpu || !gpu)
         return ct_test_done();
 
@@ -91,7 +91,9 @@ int main(void)
         float *w = put(be, w0, sizeof w0), *g = put(be, g0, sizeof g0), *v = be->ops->alloc(be, sizeof w0);
         for (int t = 1; t <= 3; t++) {
             ct_optim_step s = {.kind = CT_OPT_MOMENTUM, .params = w, .grads = g, .m = v, .count = P,
-                               .lr = 0.05f, .momentum = 0.9f, .nesterov = t == 2, .weight_decay = 1e-3f, .t = t};
+                               .momentum = 0.9f, .nesterov = t == 2, .weight_decay = 1e-3f};
+            ct_step_scalars now = {.lr = 0.05f, .t = t, .bias1 = 1.0f, .bias2 = 1.0f};
+            CHECK(be->ops->set_step(be, &now, &err) == CT_OK);
             CHECK(be->ops->optimizer_step(be, &s, &err) == CT_OK);
         }
         CHECK(be->ops->download(be, w_out[b], w, sizeof w0, &err) == CT_OK);

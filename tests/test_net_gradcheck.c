@@ -28,8 +28,10 @@ static double loss_at(ct_net *net, int n)
     double loss;
     long correct;
     ct_err err;
+    ct_step_scalars fixed = {.lr = 0.0f, .t = 1, .bias1 = 1.0f, .bias2 = 1.0f, .dropout_seed = 99};
+    net->be->ops->set_step(net->be, &fixed, &err);
     net->be->ops->read_metrics(net->be, &loss, &correct, 1, &err);
-    ct_graph_forward(g, n, 1, 99, &err);
+    ct_graph_forward(g, n, 1, &err);
     net->be->ops->loss(net->be, ct_graph_output(g)->y, g->labels, NULL, n, g->classes, &err);
     net->be->ops->read_metrics(net->be, &loss, &correct, 1, &err);
     return loss / n;
@@ -60,7 +62,9 @@ int main(void)
         g->params[i] += 0.05f * (ct_rng_uniform(&rng) - 0.5f);
 
     ct_err err;
-    ct_graph_forward(g, n, 1, 99, &err);
+    ct_step_scalars fixed = {.lr = 0.0f, .t = 1, .bias1 = 1.0f, .bias2 = 1.0f, .dropout_seed = 99};
+    net->be->ops->set_step(net->be, &fixed, &err);
+    ct_graph_forward(g, n, 1, &err);
     ct_graph_zero_grads(g, n, &err);
     net->be->ops->loss(net->be, ct_graph_output(g)->y, g->labels, ct_graph_output(g)->dy, n, g->classes, &err);
     ct_graph_backward(g, n, &err);

@@ -1,6 +1,7 @@
 /* The CPU backend: host memory, the reference kernels of cpu_ops.h, OpenMP threads. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../backend.h"
 #include "cpu_ops.h"
@@ -8,7 +9,18 @@
 typedef struct cpu_state {
     double loss_sum;
     long correct;
+    ct_step_scalars step;        /* of the step being run */
+    float *host_x;               /* input staging: the trainer assembles batches here */
+    int32_t *host_y;
+    double marks[CT_BACKEND_MARKS];
 } cpu_state;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
 
 static void *cpu_alloc(ct_backend *be, size_t bytes)
 {
@@ -41,6 +53,69 @@ static ct_status cpu_zero(ct_backend *be, void *ptr, size_t bytes, ct_err *err)
     return CT_OK;
 }
 
+static ct_status cpu_input_reserve(ct_backend *be, size_t x_bytes, size_t y_bytes, ct_err *err)
+{
+    cpu_state *st = be->impl;
+    free(st->host_x);
+    free(st->host_y);
+    st->host_x = malloc(x_bytes ? x_bytes : 1);
+    st->host_y = malloc(y_bytes ? y_bytes : 1);
+    if (!st->host_x || !st->host_y)
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory for %zu bytes of batch staging", x_bytes + y_bytes);
+    return CT_OK;
+}
+
+static ct_status cpu_input_host(ct_backend *be, float **host_x, int32_t **host_y, ct_err *err)
+{
+    cpu_state *st = be->impl;
+    if (!st->host_x)
+        return ct_fail(err, CT_ERR_INTERNAL, "cpu backend: input_host before input_reserve");
+    *host_x = st->host_x;
+    *host_y = st->host_y;
+    return CT_OK;
+}
+
+static ct_status cpu_input_commit(ct_backend *be, float *dst_x, int32_t *dst_y, size_t x_bytes, size_t y_bytes,
+                                  ct_err *err)
+{
+    (void)err;
+    cpu_state *st = be->impl;
+    memcpy(dst_x, st->host_x, x_bytes);
+    memcpy(dst_y, st->host_y, y_bytes);
+    return CT_OK;
+}
+
+static ct_status cpu_set_step(ct_backend *be, const ct_step_scalars *s, ct_err *err)
+{
+    (void)err;
+    ((cpu_state *)be->impl)->step = *s;
+    return CT_OK;
+}
+
+/* Nothing to capture on the CPU: the step runs as it is. */
+static ct_status cpu_run_step(ct_backend *be, int key, ct_step_fn fn, void *ctx, ct_err *err)
+{
+    (void)be; (void)key;
+    return fn(ctx, err);
+}
+
+static ct_status cpu_mark(ct_backend *be, int slot, ct_err *err)
+{
+    if (slot < 0 || slot >= CT_BACKEND_MARKS)
+        return ct_fail(err, CT_ERR_USAGE, "timing mark %d out of range", slot);
+    ((cpu_state *)be->impl)->marks[slot] = now_ms();
+    return CT_OK;
+}
+
+static ct_status cpu_elapsed(ct_backend *be, int a, int b, double *ms, ct_err *err)
+{
+    if (a < 0 || a >= CT_BACKEND_MARKS || b < 0 || b >= CT_BACKEND_MARKS)
+        return ct_fail(err, CT_ERR_USAGE, "timing marks %d, %d out of range", a, b);
+    cpu_state *st = be->impl;
+    *ms = st->marks[b] - st->marks[a];
+    return CT_OK;
+}
+
 static ct_conv_geom conv_geom(const ct_layer *l, int n)
 {
     return (ct_conv_geom){n, l->in_shape.h, l->in_shape.w, l->in_shape.c, l->out.c, l->kh, l->kw,
@@ -62,8 +137,9 @@ static size_t cpu_workspace_bytes(ct_backend *be, const ct_layer *l, int n)
     return ct_cpu_conv2d_workspace(&g) * sizeof(float);
 }
 
-static ct_status cpu_forward(ct_backend *be, ct_layer *l, int n, int training, uint64_t seed, ct_err *err)
+static ct_status cpu_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
 {
+    uint64_t seed = ((cpu_state *)be->impl)->step.dropout_seed;
     size_t in_count = (size_t)n * ct_shape_size(l->in_shape);
     size_t out_count = (size_t)n * ct_shape_size(l->out);
     switch (l->type) {
@@ -201,6 +277,17 @@ static ct_status cpu_loss(ct_backend *be, const float *logits, const int32_t *la
     return CT_OK;
 }
 
+static ct_status cpu_peek_metrics(ct_backend *be, long tag, double *loss_sum, long *correct, long *tag_out,
+                                  ct_err *err)
+{
+    (void)err;
+    cpu_state *st = be->impl;
+    *loss_sum = st->loss_sum;
+    *correct = st->correct;
+    *tag_out = tag;   /* the CPU's figures are always current */
+    return CT_OK;
+}
+
 static ct_status cpu_read_metrics(ct_backend *be, double *loss_sum, long *correct, int reset, ct_err *err)
 {
     (void)err;
@@ -216,18 +303,18 @@ static ct_status cpu_read_metrics(ct_backend *be, double *loss_sum, long *correc
 
 static ct_status cpu_optimizer_step(ct_backend *be, const ct_optim_step *s, ct_err *err)
 {
-    (void)be;
+    const ct_step_scalars *now = &((cpu_state *)be->impl)->step;
     switch (s->kind) {
     case CT_OPT_SGD:
-        ct_cpu_sgd_step(s->params, s->grads, NULL, s->count, s->lr, 0.0f, 0, s->weight_decay);
+        ct_cpu_sgd_step(s->params, s->grads, NULL, s->count, now->lr, 0.0f, 0, s->weight_decay);
         return CT_OK;
     case CT_OPT_MOMENTUM:
-        ct_cpu_sgd_step(s->params, s->grads, s->m, s->count, s->lr, s->momentum, s->nesterov, s->weight_decay);
+        ct_cpu_sgd_step(s->params, s->grads, s->m, s->count, now->lr, s->momentum, s->nesterov, s->weight_decay);
         return CT_OK;
     case CT_OPT_ADAM:
     case CT_OPT_ADAMW:
-        ct_cpu_adam_step(s->params, s->grads, s->m, s->v, s->count, s->lr, s->beta1, s->beta2,
-                         s->epsilon, s->weight_decay, s->kind == CT_OPT_ADAMW, s->t);
+        ct_cpu_adam_step(s->params, s->grads, s->m, s->v, s->count, now->lr, s->beta1, s->beta2,
+                         s->epsilon, s->weight_decay, s->kind == CT_OPT_ADAMW, now->t);
         return CT_OK;
     }
     return ct_fail(err, CT_ERR_INTERNAL, "cpu backend: unknown optimizer %d", (int)s->kind);
@@ -243,7 +330,12 @@ static void cpu_destroy(ct_backend *be)
 {
     if (!be)
         return;
-    free(be->impl);
+    cpu_state *st = be->impl;
+    if (st) {
+        free(st->host_x);
+        free(st->host_y);
+    }
+    free(st);
     free(be);
 }
 
@@ -253,14 +345,23 @@ static const ct_backend_ops cpu_ops = {
     .free = cpu_free,
     .upload = cpu_copy,
     .download = cpu_copy,
+    .copy = cpu_copy,
     .zero = cpu_zero,
     .workspace_bytes = cpu_workspace_bytes,
+    .input_reserve = cpu_input_reserve,
+    .input_host = cpu_input_host,
+    .input_commit = cpu_input_commit,
+    .set_step = cpu_set_step,
+    .run_step = cpu_run_step,
     .forward = cpu_forward,
     .backward = cpu_backward,
     .loss = cpu_loss,
     .read_metrics = cpu_read_metrics,
+    .peek_metrics = cpu_peek_metrics,
     .optimizer_step = cpu_optimizer_step,
     .all_finite = cpu_all_finite,
+    .mark = cpu_mark,
+    .elapsed = cpu_elapsed,
     .destroy = cpu_destroy,
 };
 

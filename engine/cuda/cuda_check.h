@@ -72,13 +72,20 @@ static inline ct_status ct_cublas_status_(cublasStatus_t rc, ct_err *err, const 
     if (ct_st_ != CT_OK) return ct_st_; \
 } while (0)
 
-/* cuDNN: include cudnn.h where this is used. */
+/* cuDNN: include cudnn.h where this is used. cuDNN 9 reports running out of memory as
+ * CUDNN_STATUS_INTERNAL_ERROR_{DEVICE,HOST}_ALLOCATION_FAILED (CUDNN_STATUS_ALLOC_FAILED is a
+ * deprecated alias of the host one). The expression form, CT_CUDNN_STATUS, needs cudnn.h included
+ * before this header (cuda_internal.h does so): its helper is defined below, outside the guard. */
 #define CT_CUDNN_CHECK(call, err) do { \
     cudnnStatus_t ct_rc_ = (call); \
     if (ct_rc_ != CUDNN_STATUS_SUCCESS) \
-        return ct_gpu_fail_((err), CT_ERR_BACKEND, __FILE__, __LINE__, #call, \
-                            cudnnGetErrorString(ct_rc_), NULL, (int)ct_rc_); \
+        return ct_gpu_fail_((err), \
+                            ct_rc_ == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED || \
+                                    ct_rc_ == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED \
+                                ? CT_ERR_NOMEM : CT_ERR_BACKEND, \
+                            __FILE__, __LINE__, #call, cudnnGetErrorString(ct_rc_), NULL, (int)ct_rc_); \
 } while (0)
+#define CT_CUDNN_STATUS(call, err) ct_cudnn_status_((call), (err), __FILE__, __LINE__, #call)
 
 /* NCCL: include nccl.h where this is used. */
 #define CT_NCCL_CHECK(call, err) do { \
@@ -88,4 +95,34 @@ static inline ct_status ct_cublas_status_(cublasStatus_t rc, ct_err *err, const 
                             ncclGetErrorString(ct_rc_), NULL, (int)ct_rc_); \
 } while (0)
 
+#endif
+
+/* CT_CUDNN_STATUS's helper, defined wherever cudnn.h came first (CUDNN_MAJOR is its version
+ * macro), with its own guard so that the include order of other files does not matter. */
+#if defined(CUDNN_MAJOR) && !defined(CT_CUDNN_STATUS_HELPER_)
+#define CT_CUDNN_STATUS_HELPER_
+static inline ct_status ct_cudnn_status_(cudnnStatus_t rc, ct_err *err, const char *file, int line,
+                                         const char *call)
+{
+    if (rc == CUDNN_STATUS_SUCCESS)
+        return CT_OK;
+    int oom = rc == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||
+              rc == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    return ct_gpu_fail_(err, oom ? CT_ERR_NOMEM : CT_ERR_BACKEND, file, line, call, cudnnGetErrorString(rc),
+                        NULL, (int)rc);
+}
+#endif
+
+/* CT_NCCL_STATUS, the NCCL expression form: defined, like CT_CUDNN_STATUS's helper, wherever
+ * nccl.h came first (NCCL_MAJOR is its version macro), and only if no other definition exists.
+ *   ct_status st = CT_NCCL_STATUS(ncclCommDestroy(comm), err); */
+#if defined(NCCL_MAJOR) && !defined(CT_NCCL_STATUS)
+static inline ct_status ct_nccl_status_expr_(ncclResult_t rc, ct_err *err, const char *file, int line,
+                                             const char *call)
+{
+    if (rc == ncclSuccess)
+        return CT_OK;
+    return ct_gpu_fail_(err, CT_ERR_BACKEND, file, line, call, ncclGetErrorString(rc), NULL, (int)rc);
+}
+#define CT_NCCL_STATUS(call, err) ct_nccl_status_expr_((call), (err), __FILE__, __LINE__, #call)
 #endif

@@ -28,7 +28,9 @@ typedef struct ct_layer {
     /* Non-trained state (batch-norm running mean then running variance) in the state buffer. */
     size_t state_off, state_count;
 
-    /* Buffers bound by the network for a batch size (backend memory; NULL when unused). */
+    /* Buffers bound by the network for a batch size (backend memory; NULL when unused), NHWC,
+     * of type `dtype` (x, y, z, dy, dx: activations and their gradients; parameters stay fp32). */
+    ct_dtype dtype;
     const float *x[CT_MAX_INPUTS];   /* inputs: producers' outputs */
     float *dx[CT_MAX_INPUTS];        /* producers' output gradients; NULL for the data input */
     float *y, *dy;                   /* output and its gradient: (n, out) */

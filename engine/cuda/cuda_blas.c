@@ -1,0 +1,468 @@
+/* Dense layers on the CUDA backend through cuBLASLt, fp32 throughout.
+ *
+ * Layout. Every buffer is row-major in PyTorch's layout: x (n, in), w (out, in), b (out),
+ * y (n, out). cuBLASLt is column-major, and a row-major (r, c) buffer with leading dimension c is
+ * the column-major (c, r) matrix with the same leading dimension: the buffer of A is read as A^T.
+ * So, with X = x^T (in x n, ld in), W' = w^T (in x out, ld in), Y = y^T (out x n, ld out) the
+ * column-major views of the buffers, each product is (D = op(A) op(B), m x n x k in cuBLASLt's
+ * names; a layout describes the matrix as stored, before its op):
+ *
+ *   forward  y = x w^T        y^T (out x n)  = op(W') X            A = w,  T, stored (in, out), ld in
+ *                             m = out, n = n, k = in               B = x,  N, stored (in, n),   ld in
+ *                                                                  D = y,     (out, n),         ld out
+ *   backward dx = dz w        dx^T (in x n)  = W' dz^T             A = w,  N, stored (in, out), ld in
+ *                             m = in, n = n, k = out               B = dz, N, stored (out, n),  ld out
+ *                                                                  D = dx,    (in, n),          ld in
+ *   backward dw = dz^T x      dw^T (in x out) = X op(dz^T)         A = x,  N, stored (in, n),   ld in
+ *                             m = in, n = out, k = n               B = dz, T, stored (out, n),  ld out
+ *                                                                  D = dw,    (in, out),        ld in
+ *
+ * The forward's D has `out` rows, which is what the bias epilogues want: "Bias vector length must
+ * match matrix D rows count" (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER), and the bias is
+ * "broadcasted to all columns", i.e. to every sample. The backward products accumulate (beta = 1,
+ * C == D with the same layout: cuBLASLt's in-place form), as gradients add up across the layers
+ * that read a tensor. db is a column sum of dz by a kernel: the BGRADB epilogue overwrites db
+ * instead of adding to it.
+ *
+ * Plans. Building a matmul (descriptor, three layouts, heuristic query) is host work that must
+ * not happen inside a CUDA graph capture and should not happen every step, so each distinct
+ * product is planned once and kept: the key holds everything the heuristic saw (transposes,
+ * sizes, leading dimensions, epilogue, beta, the pointers' alignments, the workspace allowance).
+ * The first run of a step is never captured (run_step), so every plan exists before a capture.
+ * Plans are shared by layers of the same shape; the bias pointer, the one per-layer attribute of
+ * the descriptor, is set before each call.
+ *
+ * Precision: CUBLAS_COMPUTE_32F with fp32 scale, A, B, C, D and bias: full fp32 products, as
+ * PyTorch's default (it allows TF32 in matmuls only when asked), and the heuristic is told to
+ * leave out any algorithm that rounds its inputs to TF32, fp16 or bf16. cuBLASLt's GELU
+ * epilogues are the tanh approximation, not the erf form of CT_ACT_GELU, so only relu is fused. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+/* ---- plan cache ---- */
+
+/* Everything that decides the algorithm the heuristic returns. Alignments are those of the
+ * pointers the plan was built for (the heuristic assumes 256 bytes unless told otherwise, and
+ * parameters live at arbitrary float offsets in the flat parameter buffer). */
+typedef struct lt_key {
+    int32_t transa, transb;      /* cublasOperation_t */
+    int64_t m, n, k;
+    int64_t lda, ldb, ldc;       /* ldc is D's too: C == D */
+    uint32_t epilogue;           /* cublasLtEpilogue_t */
+    int beta_one;                /* 0: D = op(A) op(B); 1: D += op(A) op(B) */
+    uint32_t align_a, align_b, align_c, align_bias;  /* bytes; align_bias 0 without a bias */
+    uint64_t workspace;          /* bytes the algorithm may use */
+} lt_key;
+
+typedef struct lt_plan {
+    lt_key key;
+    int supported;               /* 0: the heuristic found no algorithm (kept, so not asked again) */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, c;  /* c describes D as well */
+    cublasLtMatmulAlgo_t algo;
+} lt_plan;
+
+/* Plans are allocated one by one so that a pointer to one stays valid while others are added. */
+struct ct_lt_plans {
+    lt_plan **items;
+    int count, cap;
+};
+
+static int key_equal(const lt_key *a, const lt_key *b)
+{
+    return a->transa == b->transa && a->transb == b->transb && a->m == b->m && a->n == b->n &&
+           a->k == b->k && a->lda == b->lda && a->ldb == b->ldb && a->ldc == b->ldc &&
+           a->epilogue == b->epilogue && a->beta_one == b->beta_one && a->align_a == b->align_a &&
+           a->align_b == b->align_b && a->align_c == b->align_c && a->align_bias == b->align_bias &&
+           a->workspace == b->workspace;
+}
+
+/* Teardown: a destroy call that fails leaves nothing useful to do, so its status is dropped. */
+static void plan_release(lt_plan *p)
+{
+    if (p->c)
+        (void)cublasLtMatrixLayoutDestroy(p->c);
+    if (p->b)
+        (void)cublasLtMatrixLayoutDestroy(p->b);
+    if (p->a)
+        (void)cublasLtMatrixLayoutDestroy(p->a);
+    if (p->desc)
+        (void)cublasLtMatmulDescDestroy(p->desc);
+    p->a = p->b = p->c = NULL;
+    p->desc = NULL;
+}
+
+static void plan_destroy(lt_plan *p)
+{
+    if (!p)
+        return;
+    plan_release(p);
+    free(p);
+}
+
+static int epilogue_has_bias(uint32_t epilogue)
+{
+    return epilogue == (uint32_t)CUBLASLT_EPILOGUE_BIAS || epilogue == (uint32_t)CUBLASLT_EPILOGUE_RELU_BIAS;
+}
+
+/* Largest power of two, up to 256, that divides the address (the preference attributes'
+ * range: their default, 256, is the strictest). */
+static uint32_t alignment_of(const void *p)
+{
+    uintptr_t addr = (uintptr_t)p;
+    uint32_t align = 256;
+    while (align > 1 && addr % align != 0)
+        align /= 2;
+    return align;
+}
+
+/* Builds the plan for key (host work only). bias: the pointer the heuristic sees for a bias
+ * epilogue (it reads the pointer's alignment from the descriptor), else NULL. */
+static ct_status plan_build(ct_cuda *cu, const lt_key *key, const void *bias, lt_plan **out, ct_err *err)
+{
+    *out = NULL;
+    /* A plan built inside a capture would mean fn enqueued different work than on its direct
+     * first run: refuse rather than run host-side setup while the stream records. */
+    enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    CT_CUDA_CHECK(cudaStreamIsCapturing(cu->compute, &capture), err);
+    if (capture != cudaStreamCaptureStatusNone)
+        return ct_fail(err, CT_ERR_INTERNAL,
+                       "a new matrix product (%lld x %lld x %lld) appeared inside a CUDA graph capture; "
+                       "plans are built on the uncaptured first run of a step",
+                       (long long)key->m, (long long)key->n, (long long)key->k);
+
+    lt_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return ct_fail(err, CT_ERR_NOMEM, "out of host memory for a cuBLASLt plan");
+    p->key = *key;
+
+    cublasLtMatmulPreference_t pref = NULL;
+    ct_status st = CT_OK;
+#define LT_TRY(call) do { st = CT_CUBLAS_STATUS(call, err); if (st != CT_OK) goto fail; } while (0)
+
+    /* Full fp32: COMPUTE_32F (not _FAST_TF32), alpha and beta as host floats (the default
+     * pointer mode is host, so they are read at enqueue time and a captured call keeps them). */
+    LT_TRY(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    int32_t ta = key->transa, tb = key->transb;
+    uint32_t epilogue = key->epilogue;
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+    if (epilogue_has_bias(epilogue)) {
+        /* The bias type defaults to D's (fp32); its pointer is set again before every call. */
+        LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    }
+
+    /* Layouts as stored: op(A) is m x k, so a transposed A is stored k x m; likewise B. */
+    int a_t = key->transa == CUBLAS_OP_T, b_t = key->transb == CUBLAS_OP_T;
+    LT_TRY(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, (uint64_t)(a_t ? key->k : key->m),
+                                      (uint64_t)(a_t ? key->m : key->k), key->lda));
+    LT_TRY(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, (uint64_t)(b_t ? key->n : key->k),
+                                      (uint64_t)(b_t ? key->k : key->n), key->ldb));
+    LT_TRY(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)key->m, (uint64_t)key->n, key->ldc));
+
+    LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t workspace = key->workspace;
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                sizeof workspace));
+    uint32_t align_a = key->align_a, align_b = key->align_b, align_c = key->align_c;
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                sizeof align_a));
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                sizeof align_b));
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
+                                                sizeof align_c));
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
+                                                sizeof align_c));
+    /* COMPUTE_32F already excludes TF32; the mask says the same to the heuristic, so that no
+     * algorithm that rounds fp32 inputs down (TF32, fp16, bf16) can be picked. */
+    uint64_t impl = ~(uint64_t)(CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_TF32 | CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16F |
+                                CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16BF);
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_IMPL_MASK, &impl, sizeof impl));
+
+    cublasLtMatmulHeuristicResult_t result;
+    memset(&result, 0, sizeof result);
+    int found = 0;
+    cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(cu->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result,
+                                                       &found);
+    /* NOT_SUPPORTED ("no heuristic function available for current configuration") or no usable
+     * result: nothing runs this configuration (for a bias epilogue, possibly the bias pointer's
+     * alignment); the caller may fall back to a plain product. Any other failure is an error,
+     * checked here by hand because NOT_SUPPORTED is an answer, not one. */
+    if (rc != CUBLAS_STATUS_SUCCESS && rc != CUBLAS_STATUS_NOT_SUPPORTED) {
+        st = ct_cublas_status_(rc, err, __FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic");
+        goto fail;
+    }
+    p->supported = rc == CUBLAS_STATUS_SUCCESS && found >= 1 && result.state == CUBLAS_STATUS_SUCCESS;
+    if (p->supported)
+        p->algo = result.algo;
+    else
+        plan_release(p);  /* only the key is kept, so the question is not asked again */
+    st = CT_CUBLAS_STATUS(cublasLtMatmulPreferenceDestroy(pref), err);
+    pref = NULL;
+    if (st != CT_OK)
+        goto fail;
+#undef LT_TRY
+
+    ct_lt_plans *plans = cu->plans;
+    if (plans->count == plans->cap) {
+        int cap = plans->cap ? plans->cap * 2 : 16;
+        lt_plan **items = realloc(plans->items, (size_t)cap * sizeof *items);
+        if (!items) {
+            plan_destroy(p);
+            return ct_fail(err, CT_ERR_NOMEM, "out of host memory for the cuBLASLt plan cache");
+        }
+        plans->items = items;
+        plans->cap = cap;
+    }
+    plans->items[plans->count++] = p;
+    *out = p;
+    return CT_OK;
+
+fail:
+    if (pref)
+        (void)cublasLtMatmulPreferenceDestroy(pref);
+    plan_destroy(p);
+    return st;
+}
+
+/* The cached plan for key, built on first use. */
+static ct_status plan_get(ct_cuda *cu, const lt_key *key, const void *bias, lt_plan **out, ct_err *err)
+{
+    const ct_lt_plans *plans = cu->plans;
+    for (int i = 0; i < plans->count; i++)
+        if (key_equal(&plans->items[i]->key, key)) {
+            *out = plans->items[i];
+            return CT_OK;
+        }
+    return plan_build(cu, key, bias, out, err);
+}
+
+/* Bytes of the shared workspace cuBLASLt may use: it wants a 256-byte aligned pointer
+ * (cudaMalloc's are), and CT_CUBLASLT_WORKSPACE at most, the amount the network reserved. */
+static size_t lt_workspace(const ct_backend *be)
+{
+    if (!be->workspace || (uintptr_t)be->workspace % 256 != 0)
+        return 0;
+    return be->workspace_size < CT_CUBLASLT_WORKSPACE ? be->workspace_size : CT_CUBLASLT_WORKSPACE;
+}
+
+/* D (m x n, ld ldd) = op(A) op(B) [+ D when beta_one], column-major, with `epilogue` (bias:
+ * length m, for the bias epilogues, else NULL). *done = 0 when no algorithm runs this epilogue
+ * (the caller then does the epilogue's work itself); a plain product without one is an error. */
+static ct_status lt_matmul(ct_backend *be, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                           const float *A, int lda, const float *B, int ldb, float *D, int ldd,
+                           cublasLtEpilogue_t epilogue, const float *bias, int beta_one, int *done, ct_err *err)
+{
+    ct_cuda *cu = ct_cuda_of(be);
+    size_t workspace = lt_workspace(be);
+    lt_key key;
+    memset(&key, 0, sizeof key);
+    key.transa = (int32_t)transa;
+    key.transb = (int32_t)transb;
+    key.m = m;
+    key.n = n;
+    key.k = k;
+    key.lda = lda;
+    key.ldb = ldb;
+    key.ldc = ldd;
+    key.epilogue = (uint32_t)epilogue;
+    key.beta_one = beta_one;
+    key.align_a = alignment_of(A);
+    key.align_b = alignment_of(B);
+    key.align_c = alignment_of(D);
+    key.align_bias = epilogue_has_bias(key.epilogue) ? alignment_of(bias) : 0;
+    key.workspace = workspace;
+
+    *done = 0;
+    lt_plan *p = NULL;
+    ct_status st = plan_get(cu, &key, bias, &p, err);
+    if (st != CT_OK)
+        return st;
+    if (!p->supported) {
+        if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+            return CT_OK;
+        return ct_fail(err, CT_ERR_BACKEND,
+                       "cuBLASLt has no fp32 algorithm for %c%c %d x %d x %d (lda %d, ldb %d, ldc %d, alignments "
+                       "%u/%u/%u bytes)",
+                       transa == CUBLAS_OP_T ? 'T' : 'N', transb == CUBLAS_OP_T ? 'T' : 'N', m, n, k, lda, ldb, ldd,
+                       key.align_a, key.align_b, key.align_c);
+    }
+    if (epilogue_has_bias(key.epilogue)) {
+        /* plans are shared by layers of one shape: point this call at this layer's bias */
+        const void *ptr = bias;
+        CT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof ptr),
+                        err);
+    }
+    const float alpha = 1.0f, beta = beta_one ? 1.0f : 0.0f;
+    /* C == D with one layout: in place, which beta = 1 accumulates into; with beta = 0 C is
+     * not read. The workspace is passed per call, which keeps the call capturable. */
+    CT_CUBLAS_CHECK(cublasLtMatmul(cu->lt, p->desc, &alpha, A, p->a, B, p->b, &beta, D, p->c, D, p->c, &p->algo,
+                                   workspace ? be->workspace : NULL, workspace, cu->compute),
+                    err);
+    *done = 1;
+    return CT_OK;
+}
+
+/* ---- setup ---- */
+
+ct_status ct_cuda_blas_init(ct_cuda *cu, ct_err *err)
+{
+    cu->lt = NULL;
+    cu->plans = NULL;
+    cublasLtHandle_t lt = NULL;
+    CT_CUBLAS_CHECK(cublasLtCreate(&lt), err);
+    ct_lt_plans *plans = calloc(1, sizeof *plans);
+    if (!plans) {
+        (void)cublasLtDestroy(lt);
+        return ct_fail(err, CT_ERR_NOMEM, "out of host memory for the cuBLASLt plan cache");
+    }
+    cu->lt = lt;
+    cu->plans = plans;
+    return CT_OK;
+}
+
+void ct_cuda_blas_free(ct_cuda *cu)
+{
+    if (!cu)
+        return;
+    if (cu->plans) {
+        for (int i = 0; i < cu->plans->count; i++)
+            plan_destroy(cu->plans->items[i]);
+        free(cu->plans->items);
+        free(cu->plans);
+        cu->plans = NULL;
+    }
+    if (cu->lt) {
+        (void)cublasLtDestroy(cu->lt);  /* teardown: nothing to do with a failure */
+        cu->lt = NULL;
+    }
+}
+
+/* ---- dense layers ---- */
+
+static const char *layer_name(const ct_layer *l)
+{
+    return l->cfg ? l->cfg->name : "dense";
+}
+
+/* Prefixes the message a failure left in err with the layer's name. */
+static ct_status name_layer(const ct_layer *l, ct_status st, ct_err *err)
+{
+    if (!err)
+        return st;
+    char msg[sizeof err->msg];
+    memcpy(msg, err->msg, sizeof msg);
+    msg[sizeof msg - 1] = '\0';
+    return ct_fail(err, st, "[%s] %s", layer_name(l), msg);
+}
+
+/* Checks shared by forward and backward; *in, *out: the layer's widths. */
+static ct_status dense_check(const ct_layer *l, int n, int *in, int *out, ct_err *err)
+{
+    if (l->dtype != CT_DTYPE_F32)
+        return ct_fail(err, CT_ERR_BACKEND, "the CUDA dense layer runs in fp32 only (this layer's tensors have "
+                                            "dtype %d)", (int)l->dtype);
+    if (n < 0)
+        return ct_fail(err, CT_ERR_INTERNAL, "negative batch size %d", n);
+    size_t width = ct_shape_size(l->in_shape);
+    if (width == 0 || width > INT32_MAX || l->out.c <= 0)
+        return ct_fail(err, CT_ERR_INTERNAL, "bad dense shape (%zu inputs, %d units)", width, l->out.c);
+    if (!l->x[0] || !l->w || !l->y)
+        return ct_fail(err, CT_ERR_INTERNAL, "dense buffers are not bound");
+    *in = (int)width;
+    *out = l->out.c;
+    return CT_OK;
+}
+
+/* x (n, in), w (out, in), b (out) or NULL -> y (n, out) = act(x w^T + b), z (n, out) = x w^T + b
+ * when the layer keeps it.
+ *   relu:           RELU_BIAS (or RELU) epilogue straight into y; z is not written (the
+ *                   backward of relu reads y).
+ *   linear:         BIAS (or DEFAULT) into y (z is y).
+ *   other:          BIAS (or DEFAULT) into z, then y = act(z) by a kernel.
+ * Should no algorithm take the bias epilogue (a misaligned bias), the product runs plain and one
+ * kernel adds the bias (and relu) in place. */
+static ct_status dense_forward(ct_backend *be, ct_layer *l, int n, ct_err *err)
+{
+    int in = 0, out = 0;
+    ct_status st = dense_check(l, n, &in, &out, err);
+    if (st != CT_OK || n == 0)
+        return st;
+    ct_cuda *cu = ct_cuda_of(be);
+    int relu = l->act == CT_ACT_RELU;
+    int fused = relu || l->act == CT_ACT_LINEAR;   /* y comes straight from the epilogue */
+    float *dst = fused ? l->y : l->z;
+    if (!dst)
+        return ct_fail(err, CT_ERR_INTERNAL, "dense pre-activation buffer is not bound");
+    const float *bias = l->b;
+    cublasLtEpilogue_t epilogue = relu ? (bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
+                                       : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+
+    /* y^T (out x n) = op(w^T) x^T: A = w stored (in, out) transposed, B = x stored (in, n). */
+    int done = 0;
+    st = lt_matmul(be, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, l->w, in, l->x[0], in, dst, out, epilogue,
+                   bias, 0, &done, err);
+    if (st != CT_OK)
+        return st;
+    if (!done) {
+        st = lt_matmul(be, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, l->w, in, l->x[0], in, dst, out,
+                       CUBLASLT_EPILOGUE_DEFAULT, NULL, 0, &done, err);
+        if (st != CT_OK)
+            return st;
+        CT_CUDA_CHECK(ct_launch_bias_activation_forward(dst, bias, (long)n, out, relu ? CT_ACT_RELU : CT_ACT_LINEAR,
+                                                        cu->compute),
+                      err);
+    }
+    if (!fused)
+        CT_CUDA_CHECK(ct_launch_activation_forward(l->z, l->y, (long)n * out, (int)l->act, cu->compute), err);
+    return CT_OK;
+}
+
+/* dz (n, out): the gradient at the pre-activation (the caller applied act').
+ *   dx (n, in)   += dz w      when the producer wants it (l->dx[0]; NULL for the data input)
+ *   dw (out, in) += dz^T x
+ *   db (out)     += column sums of dz */
+static ct_status dense_backward(ct_backend *be, ct_layer *l, const float *dz, int n, ct_err *err)
+{
+    int in = 0, out = 0;
+    ct_status st = dense_check(l, n, &in, &out, err);
+    if (st != CT_OK || n == 0)
+        return st;
+    if (!dz)
+        return ct_fail(err, CT_ERR_INTERNAL, "no gradient given to the dense backward");
+    ct_cuda *cu = ct_cuda_of(be);
+    int done = 0;
+    if (l->dx[0]) {
+        /* dx^T (in x n) += w^T dz^T: A = w stored (in, out), B = dz stored (out, n). */
+        st = lt_matmul(be, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, l->w, in, dz, out, l->dx[0], in,
+                       CUBLASLT_EPILOGUE_DEFAULT, NULL, 1, &done, err);
+        if (st != CT_OK)
+            return st;
+    }
+    if (l->dw) {
+        /* dw^T (in x out) += x^T op(dz^T): A = x stored (in, n), B = dz stored (out, n) transposed. */
+        st = lt_matmul(be, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, l->x[0], in, dz, out, l->dw, in,
+                       CUBLASLT_EPILOGUE_DEFAULT, NULL, 1, &done, err);
+        if (st != CT_OK)
+            return st;
+    }
+    if (l->b && l->db)
+        CT_CUDA_CHECK(ct_launch_column_sums(dz, l->db, (long)n, out, cu->compute), err);
+    return CT_OK;
+}
+
+ct_status ct_cuda_dense_forward(ct_backend *be, ct_layer *l, int n, ct_err *err)
+{
+    ct_status st = dense_forward(be, l, n, err);
+    return st == CT_OK ? CT_OK : name_layer(l, st, err);
+}
+
+ct_status ct_cuda_dense_backward(ct_backend *be, ct_layer *l, const float *dz, int n, ct_err *err)
+{
+    ct_status st = dense_backward(be, l, dz, n, err);
+    return st == CT_OK ? CT_OK : name_layer(l, st, err);
+}
