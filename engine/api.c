@@ -344,6 +344,11 @@ const char *ct_backend_reason(const ct_net *net)
     return net ? net->backend_reason : "";
 }
 
+const char *ct_backend_note(const ct_net *net)
+{
+    return net && net->be ? net->be->note : "";
+}
+
 int ct_batch_size(const ct_net *net)
 {
     return net && net->graph_built ? net->cfg.train.batch : 0;

@@ -137,6 +137,9 @@ ct_status ct_layer_info_get(ct_net *net, int index, ct_layer_info *info);
 const char *ct_backend_name(const ct_net *net);        /* "cpu" once prepared */
 /* Why that backend was chosen, e.g. "devices = all but no CUDA device is present". */
 const char *ct_backend_reason(const ct_net *net);
+/* Anything the backend changed on its own while running, e.g. "CUDA graph capture failed,
+ * running without graphs: ..."; "" when nothing. */
+const char *ct_backend_note(const ct_net *net);
 int ct_batch_size(const ct_net *net);
 long ct_train_images(const ct_net *net);
 

@@ -17,7 +17,7 @@ struct ct_net {
     ct_dataset train, test;
     ct_graph graph;
     ct_backend *be;
-    char backend_reason[256];
+    char backend_reason[512];
 
     ct_augment augment;
     long *order;             /* (train.count) this epoch's sample order */

@@ -1,12 +1,19 @@
-// Elementwise kernels: bias + activation, and the SGD update over a flat parameter buffer.
-// Both are bandwidth-bound, so they read and write each element once, use 16-byte loads when the
-// layout allows, and index with 32 bits when the size allows (64-bit division is slow on the GPU).
+// Elementwise kernels: bias + activation, activations and their gradients, residual add, gradient
+// accumulation, bias gradients (column sums), dropout, and the zero padding cuDNN cannot express.
+// All are bandwidth-bound, so they read and write each element once and index with 32 bits when
+// the size allows (64-bit division is slow on the GPU). bias + activation also uses 16-byte loads;
+// the others rely on plain 4-byte loads, which a warp already coalesces into whole cache lines.
+//
+// Where the CPU backend computes the same thing, the arithmetic follows its order with the _rn
+// intrinsics, which the compiler never fuses into an FMA: the CPU build (C11, no -ffast-math)
+// does not fuse either, so both give the same bits wherever no libm function is involved.
 
 #include <climits>
 #include <cstdint>
 
 #include <cuda_runtime.h>
 
+#include "engine/rng.h"
 #include "engine/types.h"
 #include "kernels.h"
 
@@ -30,7 +37,34 @@ unsigned blocks_for(long long work)
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-// ---- bias + activation ----
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+
+// ---- one grid-stride loop for every simple elementwise kernel ----
+
+// f(i) for i in [0, n); f is a small struct of pointers and scalars with a templated
+// __device__ operator(), so each kernel below is written once for both index widths.
+template <typename Index, typename F>
+__global__ void map_kernel(Index n, F f)
+{
+    const Index stride = (Index)gridDim.x * blockDim.x;
+    for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        f(i);
+}
+
+// largest: the largest index f forms (default n - 1), which picks the index width.
+template <typename F>
+int launch_map(long long n, cudaStream_t s, const F &f, long long largest = -1)
+{
+    const unsigned blocks = blocks_for(n);
+    if (n <= INT_MAX && largest < INT_MAX)
+        map_kernel<unsigned, F><<<blocks, kThreads, 0, s>>>((unsigned)n, f);
+    else
+        map_kernel<unsigned long long, F><<<blocks, kThreads, 0, s>>>((unsigned long long)n, f);
+    return (int)cudaGetLastError();
+}
+
+// ---- activations ----
 
 __device__ __forceinline__ float activate(float x, int act)
 {
@@ -39,16 +73,44 @@ __device__ __forceinline__ float activate(float x, int act)
         return x < 0.0f ? 0.0f : x;  // not fmaxf(x, 0): that turns NaN into 0 and hides it
     case CT_ACT_LEAKY:
         return x < 0.0f ? CT_LEAKY_SLOPE * x : x;
-    case CT_ACT_SIGMOID:
-        return 1.0f / (1.0f + expf(-x));  // expf(-x) = inf for very negative x gives exactly 0
+    case CT_ACT_SIGMOID: {
+        // The CPU backend's form: exp's argument is never positive, so it never overflows, and
+        // very negative x keeps its tiny result instead of rounding 1 / (1 + inf) to 0.
+        if (x >= 0.0f)
+            return 1.0f / (1.0f + expf(-x));
+        const float e = expf(x);  // NaN lands here and stays NaN
+        return e / (1.0f + e);
+    }
     case CT_ACT_TANH:
         return tanhf(x);
     case CT_ACT_GELU:
         // x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2): the erfc form has no
         // cancellation for negative x, where 1 + erf(...) loses most of its digits.
-        return 0.5f * x * erfcf(-x * 0.70710678118654752f);
+        return 0.5f * x * erfcf(-x * kInvSqrt2);
     default:
         return x;
+    }
+}
+
+// act'(x) * dy, from the output y for relu, leaky, sigmoid and tanh and from the input x for gelu.
+// relu and leaky test y > 0, which holds exactly when x > 0 (NaN in either gives no gradient).
+__device__ __forceinline__ float activation_grad(float x, float y, float dy, int act)
+{
+    switch (act) {
+    case CT_ACT_RELU:
+        return y > 0.0f ? dy : 0.0f;
+    case CT_ACT_LEAKY:
+        return y > 0.0f ? dy : __fmul_rn(CT_LEAKY_SLOPE, dy);
+    case CT_ACT_SIGMOID:  // dy s (1 - s), in the CPU's order
+        return __fmul_rn(__fmul_rn(dy, y), __fsub_rn(1.0f, y));
+    case CT_ACT_TANH:     // dy (1 - t^2)
+        return __fmul_rn(dy, __fsub_rn(1.0f, __fmul_rn(y, y)));
+    case CT_ACT_GELU: {   // Phi(x) + x phi(x), Phi in the erfc form as in activate()
+        const float cdf = 0.5f * erfcf(-x * kInvSqrt2);
+        return dy * (cdf + x * kInvSqrt2Pi * expf(-0.5f * x * x));
+    }
+    default:
+        return dy;
     }
 }
 
@@ -84,62 +146,155 @@ __global__ void bias_act_vec4_kernel(float4 *y, const float4 *bias, Index total4
     }
 }
 
-// ---- SGD ----
-
-struct SgdParams {
-    float lr, momentum, weight_decay;
-    int nesterov;
+// x, y: (n); y may equal x
+struct ActForward {
+    const float *x;
+    float *y;
+    int act;
+    template <typename I> __device__ void operator()(I i) const { y[i] = activate(x[i], act); }
 };
 
-// One element of PyTorch's SGD; vel is read and written only when momentum != 0.
-__device__ __forceinline__ float sgd_elem(float w, float g, float *vel, const SgdParams &p)
-{
-    // Skipping the product when weight_decay == 0 matches PyTorch, and keeps an inf weight from
-    // turning the gradient into NaN through 0 * inf.
-    float d = p.weight_decay != 0.0f ? fmaf(p.weight_decay, w, g) : g;
-    if (p.momentum != 0.0f) {
-        const float v = fmaf(p.momentum, *vel, d);
-        *vel = v;
-        d = p.nesterov ? fmaf(p.momentum, v, d) : v;
+// x (NULL unless gelu), y (NULL for linear and gelu), dy, dx: (n)
+struct ActBackward {
+    const float *x, *y, *dy;
+    float *dx;
+    int act, accumulate;
+    template <typename I> __device__ void operator()(I i) const
+    {
+        const float d = activation_grad(x ? x[i] : 0.0f, y ? y[i] : 0.0f, dy[i], act);
+        dx[i] = accumulate ? __fadd_rn(dx[i], d) : d;
     }
-    return fmaf(-p.lr, d, w);
+};
+
+// ---- add, accumulate ----
+
+// a, b, y: (n); y may equal a or b
+struct Add {
+    const float *a, *b;
+    float *y;
+    template <typename I> __device__ void operator()(I i) const { y[i] = a[i] + b[i]; }
+};
+
+// dy, dx: (n)
+struct Accumulate {
+    const float *dy;
+    float *dx;
+    template <typename I> __device__ void operator()(I i) const { dx[i] += dy[i]; }
+};
+
+// ---- column sums ----
+
+// A block is kSumCols columns by kSumRows row lanes: lane (tx, ty) sums rows ty, ty + kSumRows, ...
+// of column tx in double (as the CPU backend does), then the block adds its row lanes in a fixed
+// tree. No atomics and a launch shape that depends only on (rows, c), so the same input gives the
+// same bits every run (a replayed CUDA graph must match a direct step bit for bit).
+// The cost: only ceil(c / 32) blocks, so a tall, narrow dy keeps few SMs busy; see the launcher.
+constexpr int kSumCols = 32;
+constexpr int kSumRows = 32;
+
+// dy: (rows, c); db: (c) += column sums
+__global__ void __launch_bounds__(kSumCols * kSumRows)
+column_sums_kernel(const float *dy, float *db, long long rows, int c)
+{
+    __shared__ double part[kSumRows][kSumCols + 1];  // + 1: no bank conflicts between row lanes
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const long long col = (long long)blockIdx.x * kSumCols + tx;
+    double acc = 0.0;
+    if (col < c) {
+        const float *p = dy + (long long)ty * c + col;
+        const long long step = (long long)kSumRows * c;
+#pragma unroll 4
+        for (long long r = ty; r < rows; r += kSumRows, p += step)
+            acc += *p;
+    }
+    part[ty][tx] = acc;
+    __syncthreads();
+    for (int half = kSumRows / 2; half > 0; half /= 2) {
+        if (ty < half)
+            part[ty][tx] += part[ty + half][tx];
+        __syncthreads();
+    }
+    if (ty == 0 && col < c)
+        db[col] += (float)part[0][tx];
 }
 
-// w, g, vel: (n); vel unused when momentum == 0
-template <typename Index>
-__global__ void sgd_kernel(float *w, const float *g, float *vel, Index n, SgdParams p)
-{
-    const Index stride = (Index)gridDim.x * blockDim.x;
-    for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        w[i] = sgd_elem(w[i], g[i], vel ? vel + i : nullptr, p);
-}
+// ---- dropout ----
 
-// w, g, vel: (n), 16-byte aligned; the n / 4 whole float4s go through the loop, the n % 4 last
-// elements to the first threads, so one launch covers any n.
-template <typename Index>
-__global__ void sgd_vec4_kernel(float *w, const float *g, float *vel, Index n, SgdParams p)
-{
-    const Index n4 = n / 4;
-    const Index tid = (Index)blockIdx.x * blockDim.x + threadIdx.x;
-    const Index stride = (Index)gridDim.x * blockDim.x;
-    float4 *w4 = reinterpret_cast<float4 *>(w);
-    const float4 *g4 = reinterpret_cast<const float4 *>(g);
-    float4 *v4 = reinterpret_cast<float4 *>(vel);
-    for (Index i = tid; i < n4; i += stride) {
-        float4 wv = w4[i];
-        const float4 gv = g4[i];
-        float4 vv = v4 ? v4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        wv.x = sgd_elem(wv.x, gv.x, &vv.x, p);
-        wv.y = sgd_elem(wv.y, gv.y, &vv.y, p);
-        wv.z = sgd_elem(wv.z, gv.z, &vv.z, p);
-        wv.w = sgd_elem(wv.w, gv.w, &vv.w, p);
-        w4[i] = wv;
-        if (v4)
-            v4[i] = vv;
+// x, y, mask: (n); the seed is read on the device, so a replayed graph draws this step's mask
+struct DropoutForward {
+    const float *x;
+    float *y;
+    unsigned char *mask;
+    const ct_device_step *step;
+    unsigned long long stream_id;
+    float rate, scale;
+    template <typename I> __device__ void operator()(I i) const
+    {
+        const bool keep = ct_uniform(step->dropout_seed, stream_id, (uint64_t)i) >= rate;
+        mask[i] = keep;
+        y[i] = keep ? __fmul_rn(x[i], scale) : 0.0f;
     }
-    const Index t = n4 * 4 + tid;
-    if (t < n)
-        w[t] = sgd_elem(w[t], g[t], vel ? vel + t : nullptr, p);
+};
+
+// dy, mask, dx: (n)
+struct DropoutBackward {
+    const float *dy;
+    const unsigned char *mask;
+    float *dx;
+    float scale;
+    template <typename I> __device__ void operator()(I i) const
+    {
+        dx[i] = __fadd_rn(dx[i], mask[i] ? __fmul_rn(dy[i], scale) : 0.0f);
+    }
+};
+
+// The CPU backend's keep_scale: a rate of 1 drops everything, so nothing is left to scale.
+float keep_scale(float rate) { return rate < 1.0f ? 1.0f / (1.0f - rate) : 0.0f; }
+
+// ---- padding ----
+
+// x: (n, h, w, c); xp: (n, hp, wp, c), every element written. An xp row (wp * c floats) starts
+// with the w * c floats of x's row when its y < h, and is zero elsewhere.
+struct PadNhwc {
+    const float *x;
+    float *xp;
+    long long h, hp, row, rowp;  // row = w * c, rowp = wp * c
+    template <typename I> __device__ void operator()(I i) const
+    {
+        const I r = i / (I)rowp, k = i - r * (I)rowp;
+        const I s = r / (I)hp, yy = r - s * (I)hp;
+        xp[i] = yy < (I)h && k < (I)row ? x[(s * (I)h + yy) * (I)row + k] : 0.0f;
+    }
+};
+
+// dxp: (n, hp, wp, c); dx: (n, h, w, c) += its top-left corner
+struct CropAccumulateNhwc {
+    const float *dxp;
+    float *dx;
+    long long h, hp, row, rowp;
+    template <typename I> __device__ void operator()(I i) const
+    {
+        const I r = i / (I)row, k = i - r * (I)row;
+        const I s = r / (I)h, yy = r - s * (I)h;
+        dx[i] += dxp[(s * (I)hp + yy) * (I)rowp + k];
+    }
+};
+
+bool valid_act(int act) { return act >= 0 && act < CT_ACT_COUNT; }
+
+// n * h * w * c for non-negative ints, or -1 when it does not fit in a long long.
+long long volume(int n, int h, int w, int c)
+{
+    const int dims[4] = {n, h, w, c};
+    long long v = 1;
+    for (int d : dims) {
+        if (d == 0)
+            return 0;
+        if (v > LLONG_MAX / d)
+            return -1;
+        v *= d;
+    }
+    return v;
 }
 
 }  // namespace
@@ -148,7 +303,7 @@ __global__ void sgd_vec4_kernel(float *w, const float *g, float *vel, Index n, S
 extern "C" int ct_launch_bias_activation_forward(float *y, const float *bias, long rows, int c, int act,
                                                  void *stream)
 {
-    if (rows < 0 || c <= 0 || act < 0 || act >= CT_ACT_COUNT || (rows > 0 && !y))
+    if (rows < 0 || c <= 0 || !valid_act(act) || (rows > 0 && !y))
         return (int)cudaErrorInvalidValue;
     if (rows == 0 || (act == CT_ACT_LINEAR && !bias))
         return (int)cudaSuccess;  // nothing to add, nothing to apply
@@ -177,40 +332,127 @@ extern "C" int ct_launch_bias_activation_forward(float *y, const float *bias, lo
     return (int)cudaGetLastError();
 }
 
-// w, g: (n) fp32; vel: (n) fp32 or NULL when momentum == 0
-extern "C" int ct_launch_sgd_step(float *w, const float *g, float *vel, long n, float lr, float momentum,
-                                  int nesterov, float weight_decay, void *stream)
+// x, y: (n) fp32
+extern "C" int ct_launch_activation_forward(const float *x, float *y, long n, int act, void *stream)
 {
-    if (n < 0 || (n > 0 && (!w || !g)))
+    if (n < 0 || !valid_act(act) || (n > 0 && (!x || !y)))
         return (int)cudaErrorInvalidValue;
-    if (momentum != 0.0f && n > 0 && !vel)
-        return (int)cudaErrorInvalidValue;
-    if (nesterov && momentum == 0.0f)
+    if (n == 0 || (act == CT_ACT_LINEAR && x == y))
+        return (int)cudaSuccess;
+    if (act == CT_ACT_LINEAR)  // a copy, in stream order; no host synchronisation
+        return (int)cudaMemcpyAsync(y, x, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                    (cudaStream_t)stream);
+    return launch_map(n, (cudaStream_t)stream, ActForward{x, y, act});
+}
+
+// x, y, dy, dx: (n) fp32; x needed by gelu, y by relu, leaky, sigmoid and tanh
+extern "C" int ct_launch_activation_backward(const float *x, const float *y, const float *dy, float *dx,
+                                             long n, int act, int accumulate, void *stream)
+{
+    if (n < 0 || !valid_act(act))
         return (int)cudaErrorInvalidValue;
     if (n == 0)
         return (int)cudaSuccess;
-    SgdParams p;
-    p.lr = lr;
-    p.momentum = momentum;
-    p.weight_decay = weight_decay;
-    p.nesterov = nesterov != 0;
-    if (momentum == 0.0f)
-        vel = nullptr;  // PyTorch keeps no buffer without momentum; never touch the caller's
-    cudaStream_t s = (cudaStream_t)stream;
-    const long long total = (long long)n;
-    if (aligned16(w) && aligned16(g) && (!vel || aligned16(vel))) {
-        const unsigned blocks = blocks_for(total / 4 > 0 ? total / 4 : 1);
-        if (total <= INT_MAX)
-            sgd_vec4_kernel<unsigned><<<blocks, kThreads, 0, s>>>(w, g, vel, (unsigned)total, p);
-        else
-            sgd_vec4_kernel<unsigned long long><<<blocks, kThreads, 0, s>>>(w, g, vel,
-                                                                            (unsigned long long)total, p);
-    } else {
-        const unsigned blocks = blocks_for(total);
-        if (total <= INT_MAX)
-            sgd_kernel<unsigned><<<blocks, kThreads, 0, s>>>(w, g, vel, (unsigned)total, p);
-        else
-            sgd_kernel<unsigned long long><<<blocks, kThreads, 0, s>>>(w, g, vel, (unsigned long long)total, p);
-    }
+    const bool needs_x = act == CT_ACT_GELU;
+    const bool needs_y = act != CT_ACT_LINEAR && act != CT_ACT_GELU;
+    if (!dy || !dx || (needs_x && !x) || (needs_y && !y))
+        return (int)cudaErrorInvalidValue;
+    // Pass only what the activation reads, so the kernel never touches a buffer it was not promised.
+    return launch_map(n, (cudaStream_t)stream,
+                      ActBackward{needs_x ? x : nullptr, needs_y ? y : nullptr, dy, dx, act, accumulate != 0});
+}
+
+// a, b, y: (n) fp32
+extern "C" int ct_launch_add(const float *a, const float *b, float *y, long n, void *stream)
+{
+    if (n < 0 || (n > 0 && (!a || !b || !y)))
+        return (int)cudaErrorInvalidValue;
+    if (n == 0)
+        return (int)cudaSuccess;
+    return launch_map(n, (cudaStream_t)stream, Add{a, b, y});
+}
+
+// dy, dx: (n) fp32
+extern "C" int ct_launch_accumulate(const float *dy, float *dx, long n, void *stream)
+{
+    if (n < 0 || (n > 0 && (!dy || !dx)))
+        return (int)cudaErrorInvalidValue;
+    if (n == 0)
+        return (int)cudaSuccess;
+    return launch_map(n, (cudaStream_t)stream, Accumulate{dy, dx});
+}
+
+// dy: (rows, c) fp32; db: (c) fp32
+extern "C" int ct_launch_column_sums(const float *dy, float *db, long rows, int c, void *stream)
+{
+    if (rows < 0 || c <= 0 || (rows > 0 && (!dy || !db)))
+        return (int)cudaErrorInvalidValue;
+    if (rows == 0)
+        return (int)cudaSuccess;
+    if (rows > LLONG_MAX / c)
+        return (int)cudaErrorInvalidValue;
+    // Determinism without a workspace limits this to one block per 32 columns: fine for dense
+    // layers' bias gradients (rows = batch), slow for a convolution's (rows = n * h * w) with few
+    // channels, which should use cuDNN's backward-bias or a launcher with a partials workspace.
+    const unsigned blocks = (unsigned)((c + kSumCols - 1) / kSumCols);
+    column_sums_kernel<<<blocks, dim3(kSumCols, kSumRows), 0, (cudaStream_t)stream>>>(dy, db, (long long)rows, c);
     return (int)cudaGetLastError();
+}
+
+// x, y: (n) fp32; mask: (n); step: device memory
+extern "C" int ct_launch_dropout_forward(const float *x, float *y, unsigned char *mask, long n, float rate,
+                                         const ct_device_step *step, unsigned long long stream_id, void *stream)
+{
+    if (n < 0 || !(rate >= 0.0f && rate <= 1.0f))  // NaN fails too
+        return (int)cudaErrorInvalidValue;
+    if (n == 0)
+        return (int)cudaSuccess;
+    if (!x || !y || !mask || !step)
+        return (int)cudaErrorInvalidValue;
+    return launch_map(n, (cudaStream_t)stream, DropoutForward{x, y, mask, step, stream_id, rate, keep_scale(rate)});
+}
+
+// dy, mask, dx: (n)
+extern "C" int ct_launch_dropout_backward(const float *dy, const unsigned char *mask, float *dx, long n,
+                                          float rate, void *stream)
+{
+    if (n < 0 || !(rate >= 0.0f && rate <= 1.0f))
+        return (int)cudaErrorInvalidValue;
+    if (n == 0)
+        return (int)cudaSuccess;
+    if (!dy || !mask || !dx)
+        return (int)cudaErrorInvalidValue;
+    return launch_map(n, (cudaStream_t)stream, DropoutBackward{dy, mask, dx, keep_scale(rate)});
+}
+
+// x: (n, h, w, c) -> xp: (n, hp, wp, c)
+extern "C" int ct_launch_pad_nhwc(const float *x, float *xp, int n, int h, int w, int c, int hp, int wp,
+                                  void *stream)
+{
+    if (n < 0 || h < 0 || w < 0 || c < 0 || hp < h || wp < w)
+        return (int)cudaErrorInvalidValue;
+    const long long total = volume(n, hp, wp, c);  // >= the size of x, since hp >= h and wp >= w
+    if (total == 0)
+        return (int)cudaSuccess;
+    if (total < 0 || !xp || (!x && volume(n, h, w, c) > 0))
+        return (int)cudaErrorInvalidValue;
+    return launch_map(total, (cudaStream_t)stream,
+                      PadNhwc{x, xp, h, hp, (long long)w * c, (long long)wp * c});
+}
+
+// dxp: (n, hp, wp, c); dx: (n, h, w, c)
+extern "C" int ct_launch_crop_accumulate_nhwc(const float *dxp, float *dx, int n, int h, int w, int c, int hp,
+                                              int wp, void *stream)
+{
+    if (n < 0 || h < 0 || w < 0 || c < 0 || hp < h || wp < w)
+        return (int)cudaErrorInvalidValue;
+    const long long total = volume(n, h, w, c);
+    if (total == 0)
+        return (int)cudaSuccess;
+    // dxp's size bounds every index the kernel forms, so it must fit too
+    if (total < 0 || volume(n, hp, wp, c) < 0 || !dxp || !dx)
+        return (int)cudaErrorInvalidValue;
+    return launch_map(total, (cudaStream_t)stream,
+                      CropAccumulateNhwc{dxp, dx, h, hp, (long long)w * c, (long long)wp * c},
+                      volume(n, hp, wp, c) - 1);
 }

@@ -17,7 +17,8 @@ static int e2e_on_epoch(const ct_epoch_stats *s, void *user)
     return 0;
 }
 
-static int e2e_run(const char *model, double target)
+/* Trains on `devices` ("cpu", or "0" for the first GPU, which must then train: no fallback). */
+static inline int e2e_run_on(const char *model, double target, const char *devices)
 {
     char path[1024], value[1024];
     snprintf(path, sizeof path, "%s/models/%s", CT_SOURCE_DIR, model);
@@ -33,7 +34,7 @@ static int e2e_run(const char *model, double target)
         st = ct_set(net, keys[i][0], value);
     }
     if (st == CT_OK)
-        st = ct_set(net, "train.devices", "cpu");
+        st = ct_set(net, "train.devices", devices);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     ct_callbacks cb = {.on_epoch = e2e_on_epoch};
@@ -44,6 +45,12 @@ static int e2e_run(const char *model, double target)
         st = ct_evaluate(net, &r);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     CHECK_MSG(st == CT_OK, "%s", ct_errmsg(net));
+    printf("backend %s (%s)\n", ct_backend_name(net), ct_backend_reason(net));
+    if (strcmp(devices, "cpu") != 0)
+        CHECK_MSG(strcmp(ct_backend_name(net), "cuda") == 0, "devices = %s trained on %s", devices,
+                  ct_backend_name(net));
+    if (ct_backend_note(net)[0])
+        printf("note: %s\n", ct_backend_note(net));
     double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     printf("%s: test accuracy %.4f (target %.3f), test loss %.4f, %ld test images, %.1f s wall clock\n",
            model, r.accuracy, target, r.loss, r.images, seconds);
@@ -51,6 +58,11 @@ static int e2e_run(const char *model, double target)
     CHECK_MSG(r.accuracy >= target, "%s reached %.4f, below the target %.3f", model, r.accuracy, target);
     ct_close(net);
     return ct_test_done();
+}
+
+static inline int e2e_run(const char *model, double target)
+{
+    return e2e_run_on(model, target, "cpu");
 }
 
 #endif

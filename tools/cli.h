@@ -23,6 +23,9 @@ typedef struct cli_options {
     const char *weights;         /* eval, predict: checkpoint to load */
     const char *images;          /* predict: IDX images */
     const char *out;             /* predict: CSV path ("-" or absent: stdout) */
+    long steps;                  /* bench: timed steps (0: default) */
+    long warmup;                 /* bench: untimed steps (-1: default) */
+    const char *batch;           /* --batch B: train.batch */
     int quiet;
 } cli_options;
 
@@ -37,6 +40,8 @@ int cmd_train(const cli_options *opt);
 int cmd_eval(const cli_options *opt);
 int cmd_summary(const cli_options *opt);
 int cmd_predict(const cli_options *opt);
+int cmd_bench(const cli_options *opt);
+int cmd_doctor(const cli_options *opt);
 
 /* Checkpoint folders (checkpoint_dir.c): DIR/ckpt-<step>.ckpt, the last `keep` kept, and
  * DIR/best.ckpt for the best test accuracy. */

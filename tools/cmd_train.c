@@ -116,6 +116,8 @@ int cmd_train(const cli_options *opt)
     st = ct_fit(net, &cb);
     if (run.progress.log)
         fclose(run.progress.log);
+    if (ct_backend_note(net)[0])
+        fprintf(stderr, "cutrain: note: %s\n", ct_backend_note(net));
     if (st == CT_ERR_STOPPED && stop_signal)
         return interrupted(net, &run);
     if (run.failed) { /* the save printed why */

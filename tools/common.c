@@ -51,6 +51,8 @@ int cli_open(const cli_options *opt, ct_net **out)
     }
     if (st == CT_OK && opt->devices)
         st = ct_set(net, "train.devices", opt->devices);
+    if (st == CT_OK && opt->batch)
+        st = ct_set(net, "train.batch", opt->batch);
     if (st != CT_OK)
         return cli_fail(net, st);
     *out = net;

@@ -1,4 +1,5 @@
-/* cutrain: the command line. `cutrain --config F` trains; subcommands eval and summary. */
+/* cutrain: the command line. `cutrain --config F` trains; subcommands eval, summary, predict,
+ * bench and doctor. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,12 +12,16 @@ static void usage(FILE *out)
             "       cutrain eval --config FILE [options]\n"
             "       cutrain summary --config FILE [options]\n"
             "       cutrain predict --config FILE --weights CKPT --images IDX [--out CSV]\n"
+            "       cutrain bench --config FILE [--steps N] [--batch B] [--warmup N]\n"
+            "       cutrain doctor\n"
             "\n"
             "commands:\n"
             "  train      train the network the config describes (the default)\n"
             "  eval       test-set loss and accuracy of the network\n"
             "  summary    per layer: output shape, parameters, FLOPs, activation bytes\n"
             "  predict    class and probability for each image of an IDX file, as CSV\n"
+            "  bench      training images/s and ms per step after warm-up, as one JSON line\n"
+            "  doctor     driver and library versions, and a health check of every visible GPU\n"
             "\n"
             "options:\n"
             "  -c, --config FILE         the network and training config (.ini)\n"
@@ -30,6 +35,9 @@ static void usage(FILE *out)
             "      --weights FILE        eval, predict: load this checkpoint first\n"
             "      --images IDX          predict: the images (IDX, raw or .gz)\n"
             "      --out CSV             predict: write here instead of standard output\n"
+            "      --steps N             bench: timed steps (default 100)\n"
+            "      --warmup N            bench: untimed steps first (default 20)\n"
+            "      --batch B             same as --set train.batch=B\n"
             "  -q, --quiet               print only errors and the final result\n"
             "  -h, --help                this help\n"
             "  -V, --version             the version\n"
@@ -65,7 +73,9 @@ static int check_combination(const cli_options *opt)
 {
     int train = strcmp(opt->command, "train") == 0, predict = strcmp(opt->command, "predict") == 0;
     const char *misplaced = NULL;
-    if (!train && opt->checkpoint_dir)
+    if (strcmp(opt->command, "bench") != 0 && (opt->steps || opt->warmup >= 0))
+        misplaced = opt->steps ? "--steps" : "--warmup";
+    else if (!train && opt->checkpoint_dir)
         misplaced = "--checkpoint";
     else if (!train && opt->resume)
         misplaced = "--resume";
@@ -86,17 +96,30 @@ static int check_combination(const cli_options *opt)
     return CLI_OK;
 }
 
+/* A count given on the command line, at least `min`; -1 after printing the problem. */
+static long parse_count(const char *flag, const char *text, long min)
+{
+    char *end = NULL;
+    long v = strtol(text, &end, 10);
+    if (!*text || *end || v < min || v > 100000000L) {
+        fprintf(stderr, "cutrain: %s needs a whole number >= %ld, not '%s'\n", flag, min, text);
+        return -1;
+    }
+    return v;
+}
+
 static int parse_args(int argc, char **argv, cli_options *opt)
 {
     int i = 1;
+    opt->warmup = -1;
     opt->command = "train";
     if (argc > 1 && argv[1][0] != '-') {
         opt->command = argv[1];
         i = 2;
         if (strcmp(opt->command, "train") && strcmp(opt->command, "eval") && strcmp(opt->command, "summary") &&
-            strcmp(opt->command, "predict")) {
-            fprintf(stderr, "cutrain: unknown command '%s' (commands: train, eval, summary, predict)\n",
-                    opt->command);
+            strcmp(opt->command, "predict") && strcmp(opt->command, "bench") && strcmp(opt->command, "doctor")) {
+            fprintf(stderr, "cutrain: unknown command '%s' (commands: train, eval, summary, predict, bench, "
+                    "doctor)\n", opt->command);
             return CLI_USAGE;
         }
     }
@@ -146,10 +169,27 @@ static int parse_args(int argc, char **argv, cli_options *opt)
         } else if (is_option(arg, NULL, "--out")) {
             if (!(opt->out = option_value(argc, argv, &i)))
                 return CLI_USAGE;
+        } else if (is_option(arg, NULL, "--steps")) {
+            if (!(value = option_value(argc, argv, &i)) || (opt->steps = parse_count("--steps", value, 1)) < 0)
+                return CLI_USAGE;
+        } else if (is_option(arg, NULL, "--warmup")) {
+            if (!(value = option_value(argc, argv, &i)) || (opt->warmup = parse_count("--warmup", value, 0)) < 0)
+                return CLI_USAGE;
+        } else if (is_option(arg, NULL, "--batch")) {
+            if (!(value = option_value(argc, argv, &i)) || parse_count("--batch", value, 1) < 0)
+                return CLI_USAGE;
+            opt->batch = value;
         } else {
             fprintf(stderr, "cutrain: unknown option '%s' (see cutrain --help)\n", arg);
             return CLI_USAGE;
         }
+    }
+    if (strcmp(opt->command, "doctor") == 0) {
+        if (opt->config || opt->n_sets || opt->devices) {
+            fprintf(stderr, "cutrain: doctor takes no config; it checks every visible GPU\n");
+            return CLI_USAGE;
+        }
+        return CLI_OK;
     }
     if (!opt->config) {
         fprintf(stderr, "cutrain: %s needs --config FILE (see cutrain --help)\n", opt->command);
@@ -170,5 +210,9 @@ int main(int argc, char **argv)
         return cmd_summary(&opt);
     if (strcmp(opt.command, "predict") == 0)
         return cmd_predict(&opt);
+    if (strcmp(opt.command, "bench") == 0)
+        return cmd_bench(&opt);
+    if (strcmp(opt.command, "doctor") == 0)
+        return cmd_doctor(&opt);
     return cmd_train(&opt);
 }

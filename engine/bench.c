@@ -1,0 +1,129 @@
+/* ct_bench: training steps timed in stream order (CUDA events on the GPU), on real batches kept in
+ * backend memory and cycled the way the PyTorch peer keeps its data on the GPU, so the figure is
+ * the model's speed and not the host's batch assembly. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "handle.h"
+
+enum { BENCH_BATCHES = 4, BENCH_WINDOWS = 5 };
+
+typedef struct bench_data {
+    float *x[BENCH_BATCHES];
+    int32_t *y[BENCH_BATCHES];
+} bench_data;
+
+static void free_data(ct_backend *be, bench_data *d)
+{
+    for (int k = 0; k < BENCH_BATCHES; k++) {
+        if (d->x[k])
+            be->ops->free(be, d->x[k]);
+        if (d->y[k])
+            be->ops->free(be, d->y[k]);
+    }
+}
+
+/* BENCH_BATCHES full batches of shuffled training samples (wrapping round a small set), staged
+ * once and copied aside. */
+static ct_status make_data(ct_net *net, bench_data *d, size_t xb, size_t yb, ct_err *err)
+{
+    ct_graph *g = &net->graph;
+    ct_backend *be = net->be;
+    long count = net->train.count, batch = g->batch;
+    long *idx = malloc((size_t)batch * sizeof *idx);
+    if (!idx)
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory for benchmark batches");
+    ct_shuffle_indices(net->order, count, net->cfg.train.seed, 0);
+    ct_status st = CT_OK;
+    for (int k = 0; k < BENCH_BATCHES && st == CT_OK; k++) {
+        d->x[k] = be->ops->alloc(be, xb);
+        d->y[k] = be->ops->alloc(be, yb);
+        if (!d->x[k] || !d->y[k]) {
+            st = ct_fail(err, CT_ERR_NOMEM, "out of memory for benchmark batches at batch %ld", batch);
+            break;
+        }
+        for (long i = 0; i < batch; i++)
+            idx[i] = net->order[(k * batch + i) % count];
+        st = ct_train_stage_batch(net, &net->train, idx, (int)batch, 1, (uint64_t)k, err);
+        if (st == CT_OK)
+            st = be->ops->copy(be, d->x[k], g->x, xb, err);
+        if (st == CT_OK)
+            st = be->ops->copy(be, d->y[k], g->labels, yb, err);
+    }
+    free(idx);
+    return st;
+}
+
+static ct_status run_steps(ct_net *net, const bench_data *d, long from, long count, size_t xb, size_t yb,
+                           ct_err *err)
+{
+    ct_graph *g = &net->graph;
+    ct_backend *be = net->be;
+    float lr = net->cfg.train.learning_rate;
+    ct_status st = CT_OK;
+    for (long i = from; i < from + count && st == CT_OK; i++) {
+        int k = (int)(i % BENCH_BATCHES);
+        st = be->ops->copy(be, g->x, d->x[k], xb, err);
+        if (st == CT_OK)
+            st = be->ops->copy(be, g->labels, d->y[k], yb, err);
+        if (st == CT_OK)
+            st = ct_train_step(net, g->batch, lr, err);
+    }
+    return st;
+}
+
+ct_status ct_bench(ct_net *net, int warmup, long steps, ct_bench_result *out)
+{
+    if (!net)
+        return CT_ERR_USAGE;
+    if (!out || warmup < 0 || steps <= 0)
+        return ct_fail(&net->err, CT_ERR_USAGE, "ct_bench: needs a result and steps > 0, warmup >= 0");
+    ct_status st = ct_prepare(net);
+    if (st != CT_OK)
+        return st;
+    ct_err *err = &net->err;
+    ct_graph *g = &net->graph;
+    ct_backend *be = net->be;
+    size_t xb = (size_t)g->batch * ct_shape_size(g->input) * sizeof(float), yb = (size_t)g->batch * sizeof(int32_t);
+    bench_data d = {0};
+    double loss = 0.0, total = 0.0, best = -1.0;
+    long correct = 0, done = 0;
+    st = make_data(net, &d, xb, yb, err);
+    /* warm-up: the first step of a shape runs directly, the second is captured */
+    if (st == CT_OK)
+        st = run_steps(net, &d, 0, warmup, xb, yb, err);
+    if (st == CT_OK)
+        st = be->ops->read_metrics(be, &loss, &correct, 1, err);
+    for (int w = 0; w < BENCH_WINDOWS && st == CT_OK; w++) {
+        long n = steps / BENCH_WINDOWS + (w < steps % BENCH_WINDOWS);
+        if (n == 0)
+            continue;
+        double ms = 0.0;
+        st = be->ops->mark(be, 0, err);
+        if (st == CT_OK)
+            st = run_steps(net, &d, warmup + done, n, xb, yb, err);
+        if (st == CT_OK)
+            st = be->ops->mark(be, 1, err);
+        if (st == CT_OK)
+            st = be->ops->elapsed(be, 0, 1, &ms, err);
+        if (st == CT_OK) {
+            total += ms;
+            done += n;
+            if (best < 0 || ms / n < best)
+                best = ms / n;
+        }
+    }
+    if (st == CT_OK)
+        st = be->ops->read_metrics(be, &loss, &correct, 1, err);
+    free_data(be, &d);
+    if (st != CT_OK)
+        return st;
+    if (!isfinite(loss))
+        return ct_fail(err, CT_ERR_NUMERIC, "the loss became non-finite during the benchmark: lower learning_rate");
+    *out = (ct_bench_result){
+        .batch = g->batch, .steps = done, .ms_per_step = total / (double)done, .ms_per_step_min = best,
+        .images_per_s = total > 0 ? (double)g->batch * (double)done / (total / 1000.0) : 0.0,
+        .graph = be->graphs,
+    };
+    return CT_OK;
+}

@@ -1,0 +1,272 @@
+// Max and average pooling over NHWC activations with the CPU backend's semantics exactly
+// (engine/cpu/pool.c): each window is clipped to the input first, so padding is never read, never
+// wins a max and never counts in an average; the first maximum wins ties; a window wholly in the
+// padding gives 0 (and argmax -1, so no gradient).
+//
+// One thread per output element forward, channels fastest so a warp reads consecutive floats.
+// Backward is a gather, one thread per input element summing the windows that cover it in a fixed
+// order, rather than a scatter with atomics: the result is the same every run, and equal to the
+// CPU's, which adds the windows into dx in the same (oy, ox) order. The _rn intrinsics keep the
+// compiler from fusing a multiply-add the CPU does in two roundings.
+
+#include <climits>
+
+#include <cuda_runtime.h>
+
+#include "kernels.h"
+
+namespace {
+
+constexpr int kThreads = 256;
+// Enough blocks to fill any current GPU several times over; the grid-stride loops do the rest.
+// Keeping the grid bounded also keeps i + stride far from overflowing a 32-bit index.
+constexpr long long kMaxBlocks = 8192;
+
+unsigned blocks_for(long long work)
+{
+    long long b = (work + kThreads - 1) / kThreads;
+    return (unsigned)(b < kMaxBlocks ? b : kMaxBlocks);
+}
+
+// A window clipped to the input: rows [y0, y1), columns [x0, x1); empty when y1 <= y0 or x1 <= x0.
+struct Window {
+    int y0, y1, x0, x1;
+};
+
+__device__ __forceinline__ int clamp_to(int v, int hi) { return v < 0 ? 0 : v > hi ? hi : v; }
+
+__device__ __forceinline__ Window pool_window(const ct_pool_dims &d, int oy, int ox)
+{
+    const int ys = oy * d.stride - d.pad_t, xs = ox * d.stride - d.pad_l;
+    return Window{clamp_to(ys, d.h), clamp_to(ys + d.kh, d.h), clamp_to(xs, d.w), clamp_to(xs + d.kw, d.w)};
+}
+
+// The outputs whose windows cover input row (or column) i: [lo, hi], possibly empty. Window o
+// spans [o * stride - pad, o * stride - pad + k), so o covers i when
+// (i + pad - k) / stride < o <= (i + pad) / stride.
+struct Cover {
+    int lo, hi;
+};
+
+__device__ __forceinline__ Cover covering(int i, int pad, int k, int stride, int n_out)
+{
+    const int first = i + pad - k;  // o must exceed first / stride
+    const int lo = first < 0 ? 0 : first / stride + 1;
+    const int last = (i + pad) / stride;  // i + pad >= 0: pads are checked non-negative
+    return Cover{lo, last < n_out - 1 ? last : n_out - 1};
+}
+
+// Splits a flat NHWC index into (sample, row, column, channel) of a (., rows, cols, c) tensor.
+template <typename Index>
+__device__ __forceinline__ void split_nhwc(Index i, int rows, int cols, int c, Index &s, int &y, int &x, int &ch)
+{
+    Index p = i / (Index)c;
+    ch = (int)(i - p * (Index)c);
+    Index q = p / (Index)cols;
+    x = (int)(p - q * (Index)cols);
+    s = q / (Index)rows;
+    y = (int)(q - s * (Index)rows);
+}
+
+// x: (n, h, w, c); y, argmax: (n, oh, ow, c)
+template <typename Index>
+__global__ void maxpool_forward_kernel(ct_pool_dims d, const float *x, float *y, int *argmax, Index total)
+{
+    const Index stride = (Index)gridDim.x * blockDim.x;
+    for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        Index s;
+        int oy, ox, ch;
+        split_nhwc(i, d.oh, d.ow, d.c, s, oy, ox, ch);
+        const Window win = pool_window(d, oy, ox);
+        if (win.y1 <= win.y0 || win.x1 <= win.x0) {
+            y[i] = 0.0f;  // wholly in the padding: nothing to pick, and no gradient
+            argmax[i] = -1;
+            continue;
+        }
+        const float *xs = x + s * (Index)d.h * d.w * d.c;  // the sample; its volume fits an int
+        int best_i = (win.y0 * d.w + win.x0) * d.c + ch;
+        float best = xs[best_i];
+        for (int iy = win.y0; iy < win.y1; iy++) {
+            for (int ix = win.x0; ix < win.x1; ix++) {
+                const int j = (iy * d.w + ix) * d.c + ch;
+                const float v = xs[j];
+                if (v > best) {  // strictly: the first maximum wins ties, and NaN never replaces
+                    best = v;
+                    best_i = j;
+                }
+            }
+        }
+        y[i] = best;
+        argmax[i] = best_i;
+    }
+}
+
+// dy, argmax: (n, oh, ow, c); dx: (n, h, w, c) += dy of each window whose argmax is this cell
+template <typename Index>
+__global__ void maxpool_backward_kernel(ct_pool_dims d, const float *dy, const int *argmax, float *dx,
+                                        Index total)
+{
+    const Index stride = (Index)gridDim.x * blockDim.x;
+    for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        Index s;
+        int iy, ix, ch;
+        split_nhwc(i, d.h, d.w, d.c, s, iy, ix, ch);
+        const int here = (iy * d.w + ix) * d.c + ch;  // the index the forward stored
+        const Cover cy = covering(iy, d.pad_t, d.kh, d.stride, d.oh);
+        const Cover cx = covering(ix, d.pad_l, d.kw, d.stride, d.ow);
+        float acc = dx[i];
+        for (int oy = cy.lo; oy <= cy.hi; oy++) {
+            for (int ox = cx.lo; ox <= cx.hi; ox++) {
+                const Index o = ((s * (Index)d.oh + oy) * (Index)d.ow + ox) * (Index)d.c + ch;
+                if (argmax[o] == here)
+                    acc = __fadd_rn(acc, dy[o]);
+            }
+        }
+        dx[i] = acc;
+    }
+}
+
+// x: (n, h, w, c); y: (n, oh, ow, c)
+template <typename Index>
+__global__ void avgpool_forward_kernel(ct_pool_dims d, const float *x, float *y, Index total)
+{
+    const Index stride = (Index)gridDim.x * blockDim.x;
+    for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        Index s;
+        int oy, ox, ch;
+        split_nhwc(i, d.oh, d.ow, d.c, s, oy, ox, ch);
+        const Window win = pool_window(d, oy, ox);
+        const int count = (win.y1 - win.y0) * (win.x1 - win.x0);
+        if (win.y1 <= win.y0 || win.x1 <= win.x0) {
+            y[i] = 0.0f;
+            continue;
+        }
+        const float *xs = x + s * (Index)d.h * d.w * d.c;
+        float sum = 0.0f;  // row by row, as the CPU adds them
+        for (int iy = win.y0; iy < win.y1; iy++)
+            for (int ix = win.x0; ix < win.x1; ix++)
+                sum += xs[(iy * d.w + ix) * d.c + ch];
+        y[i] = __fmul_rn(sum, 1.0f / (float)count);
+    }
+}
+
+// dy: (n, oh, ow, c); dx: (n, h, w, c) += dy / count of each window covering this cell
+template <typename Index>
+__global__ void avgpool_backward_kernel(ct_pool_dims d, const float *dy, float *dx, Index total)
+{
+    const Index stride = (Index)gridDim.x * blockDim.x;
+    for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        Index s;
+        int iy, ix, ch;
+        split_nhwc(i, d.h, d.w, d.c, s, iy, ix, ch);
+        const Cover cy = covering(iy, d.pad_t, d.kh, d.stride, d.oh);
+        const Cover cx = covering(ix, d.pad_l, d.kw, d.stride, d.ow);
+        float acc = dx[i];
+        for (int oy = cy.lo; oy <= cy.hi; oy++) {
+            for (int ox = cx.lo; ox <= cx.hi; ox++) {
+                const Window win = pool_window(d, oy, ox);  // covers this cell, so not empty
+                const float inv = 1.0f / (float)((win.y1 - win.y0) * (win.x1 - win.x0));
+                const Index o = ((s * (Index)d.oh + oy) * (Index)d.ow + ox) * (Index)d.c + ch;
+                acc = __fadd_rn(acc, __fmul_rn(dy[o], inv));
+            }
+        }
+        dx[i] = acc;
+    }
+}
+
+// Checks the geometry; sets the element counts of x and y. False for bad dimensions, or a sample
+// volume beyond an int (argmax stores indices within a sample as int).
+bool check_dims(const ct_pool_dims *d, long long *in_total, long long *out_total)
+{
+    if (!d || d->n < 0 || d->h < 0 || d->w < 0 || d->c <= 0 || d->kh <= 0 || d->kw <= 0 || d->stride <= 0 ||
+        d->pad_t < 0 || d->pad_l < 0 || d->oh < 0 || d->ow < 0)
+        return false;
+    // Window corners are formed in int: keep oh * stride + kh, and the like, far from overflow.
+    if ((long long)d->oh * d->stride + d->kh > INT_MAX / 2 || (long long)d->ow * d->stride + d->kw > INT_MAX / 2 ||
+        (long long)d->h + d->pad_t > INT_MAX / 2 || (long long)d->w + d->pad_l > INT_MAX / 2)
+        return false;
+    const long long in_sample = (long long)d->h * d->w * d->c, out_sample = (long long)d->oh * d->ow * d->c;
+    if (in_sample > INT_MAX || out_sample > INT_MAX)
+        return false;
+    *in_total = (long long)d->n * in_sample;  // int * (< 2^31) fits in a long long
+    *out_total = (long long)d->n * out_sample;
+    return true;
+}
+
+// Launches kernel<Index> over `work` elements with the narrowest index that holds every index
+// formed (both tensors' sizes).
+#define CT_POOL_LAUNCH(kernel, work, largest, s, ...)                                              \
+    do {                                                                                         \
+        const unsigned blocks_ = blocks_for(work);                                               \
+        if ((largest) <= INT_MAX)                                                                \
+            kernel<unsigned><<<blocks_, kThreads, 0, s>>>(__VA_ARGS__, (unsigned)(work));         \
+        else                                                                                     \
+            kernel<unsigned long long><<<blocks_, kThreads, 0, s>>>(__VA_ARGS__,                 \
+                                                                   (unsigned long long)(work));  \
+    } while (0)
+
+long long max_ll(long long a, long long b) { return a > b ? a : b; }
+
+}  // namespace
+
+// x: (n, h, w, c); y, argmax: (n, oh, ow, c)
+extern "C" int ct_launch_maxpool_forward(const ct_pool_dims *d, const float *x, float *y, int *argmax,
+                                         void *stream)
+{
+    long long in_total, out_total;
+    if (!check_dims(d, &in_total, &out_total))
+        return (int)cudaErrorInvalidValue;
+    if (out_total == 0)
+        return (int)cudaSuccess;
+    if ((in_total > 0 && !x) || !y || !argmax)
+        return (int)cudaErrorInvalidValue;
+    CT_POOL_LAUNCH(maxpool_forward_kernel, out_total, max_ll(in_total, out_total), (cudaStream_t)stream, *d, x,
+                   y, argmax);
+    return (int)cudaGetLastError();
+}
+
+// dy, argmax: (n, oh, ow, c); dx: (n, h, w, c)
+extern "C" int ct_launch_maxpool_backward(const ct_pool_dims *d, const float *dy, const int *argmax, float *dx,
+                                          void *stream)
+{
+    long long in_total, out_total;
+    if (!check_dims(d, &in_total, &out_total))
+        return (int)cudaErrorInvalidValue;
+    if (in_total == 0)
+        return (int)cudaSuccess;
+    if ((out_total > 0 && (!dy || !argmax)) || !dx)
+        return (int)cudaErrorInvalidValue;
+    CT_POOL_LAUNCH(maxpool_backward_kernel, in_total, max_ll(in_total, out_total), (cudaStream_t)stream, *d, dy,
+                   argmax, dx);
+    return (int)cudaGetLastError();
+}
+
+// x: (n, h, w, c); y: (n, oh, ow, c)
+extern "C" int ct_launch_avgpool_forward(const ct_pool_dims *d, const float *x, float *y, void *stream)
+{
+    long long in_total, out_total;
+    if (!check_dims(d, &in_total, &out_total))
+        return (int)cudaErrorInvalidValue;
+    if (out_total == 0)
+        return (int)cudaSuccess;
+    if ((in_total > 0 && !x) || !y)
+        return (int)cudaErrorInvalidValue;
+    CT_POOL_LAUNCH(avgpool_forward_kernel, out_total, max_ll(in_total, out_total), (cudaStream_t)stream, *d, x,
+                   y);
+    return (int)cudaGetLastError();
+}
+
+// dy: (n, oh, ow, c); dx: (n, h, w, c)
+extern "C" int ct_launch_avgpool_backward(const ct_pool_dims *d, const float *dy, float *dx, void *stream)
+{
+    long long in_total, out_total;
+    if (!check_dims(d, &in_total, &out_total))
+        return (int)cudaErrorInvalidValue;
+    if (in_total == 0)
+        return (int)cudaSuccess;
+    if ((out_total > 0 && !dy) || !dx)
+        return (int)cudaErrorInvalidValue;
+    CT_POOL_LAUNCH(avgpool_backward_kernel, in_total, max_ll(in_total, out_total), (cudaStream_t)stream, *d, dy,
+                   dx);
+    return (int)cudaGetLastError();
+}

@@ -1,0 +1,707 @@
+/* Per-layer parity of the CUDA backend against the CPU backend (the reference), the way ggml's
+ * test-backend-ops works: for each case, one small network around one layer type and variant is
+ * built twice from the same config and seed, once by ct_prepare on the CPU (devices = cpu) and once
+ * by ct_graph_build + ct_graph_bind on a CUDA backend. Both get identical parameters and random
+ * inputs, run one training pass (set_step, forward, zero grads, loss, backward) and then an
+ * evaluation forward, and every layer's output, output gradient, parameter gradients and batch-norm
+ * running statistics are compared: relative error norm-wise, ||gpu - cpu|| / max(||cpu||, tiny),
+ * with NaN or inf on either side failing. Each optimizer's update is compared the same way. One
+ * line per case and tensor shows the figures in the log. Exits 77 (skipped) without a GPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/handle.h"
+#include "tests/test_util.h"
+
+#ifdef CUTRAIN_HAVE_CUDA
+#include "engine/cuda/cuda_device.h"
+
+enum { CLASSES = 5 };
+
+/* fp32 with TF32 off: both sides round each product and sum to fp32 and differ only in order. */
+#define TOL 1e-4
+/* Gradients of networks with a convolution: cuDNN's fp32 algorithms (FFT, Winograd and the
+ * tiled implicit GEMMs it may pick) add transform rounding and reduce backward-filter over
+ * n*oh*ow products per weight in their own order, and backward-data errors compound down the
+ * chain; forward outputs keep TOL, gradients get twice it. */
+#define TOL_CONV_GRAD 2e-4
+#define TINY 1e-30
+
+/* Case flags. */
+enum {
+    F_BN_EVAL = 1,   /* random running statistics before the evaluation forward */
+    F_PARTIAL = 2,   /* a second training pass at a smaller n than the bound batch */
+};
+
+static ct_rng rng = {20251129};
+static unsigned case_counter;
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static float uniform(float lo, float hi) { return lo + (hi - lo) * ct_rng_uniform(&rng); }
+
+static const ct_cuda_options GPU_OPTIONS = {.device = 0, .graphs = 1, .allow_tf32 = 0};
+
+/* Host copy of `bytes` of backend memory; NULL after a failed check. */
+static void *fetch(ct_backend *be, const void *src, size_t bytes)
+{
+    void *host = xmalloc(bytes);
+    ct_err err = {0};
+    if (bytes && be->ops->download(be, host, src, bytes, &err) != CT_OK) {
+        CHECK_MSG(0, "download of %zu bytes from the %s backend: %s", bytes, be->ops->name, err.msg);
+        free(host);
+        return NULL;
+    }
+    return host;
+}
+
+static int put(ct_backend *be, void *dst, const void *src, size_t bytes)
+{
+    ct_err err = {0};
+    ct_status st = be->ops->upload(be, dst, src, bytes, &err);
+    CHECK_MSG(st == CT_OK, "upload of %zu bytes to the %s backend: %s", bytes, be->ops->name, err.msg);
+    return st == CT_OK;
+}
+
+static ct_step_scalars scalars(float lr, long t, float beta1, float beta2, uint64_t dropout_seed)
+{
+    return (ct_step_scalars){
+        .lr = lr, .t = t,
+        .bias1 = (float)(1.0 - pow((double)beta1, (double)t)),
+        .bias2 = (float)(1.0 - pow((double)beta2, (double)t)),
+        .dropout_seed = dropout_seed,
+    };
+}
+
+/* ||a - b|| / max(||b||, tiny) in double; INFINITY when either side holds a NaN or inf. */
+static double rel_error(const float *a, const float *b, size_t n, size_t *bad_a, size_t *bad_b)
+{
+    double num = 0.0, den = 0.0;
+    *bad_a = *bad_b = 0;
+    for (size_t i = 0; i < n; i++) {
+        int fa = isfinite(a[i]), fb = isfinite(b[i]);
+        *bad_a += !fa;
+        *bad_b += !fb;
+        if (fa && fb) {
+            double d = (double)a[i] - (double)b[i];
+            num += d * d;
+            den += (double)b[i] * b[i];
+        }
+    }
+    if (*bad_a || *bad_b)
+        return INFINITY;
+    return sqrt(num) / fmax(sqrt(den), TINY);
+}
+
+/* One CHECK per tensor of host arrays: a (GPU) against b (CPU reference), printed either way. */
+static void check_host(const char *cs, const char *layer, const char *what, const float *a, const float *b,
+                       size_t n, double tol)
+{
+    size_t bad_a, bad_b;
+    double e = rel_error(a, b, n, &bad_a, &bad_b);
+    if (bad_a || bad_b)
+        printf("%-24s %-7s %-10s NON-FINITE (gpu %zu, cpu %zu of %zu)  FAIL\n", cs, layer, what, bad_a, bad_b, n);
+    else
+        printf("%-24s %-7s %-10s rel %.2e  tol %.0e%s\n", cs, layer, what, e, tol, e <= tol ? "" : "  FAIL");
+    CHECK_MSG(e <= tol, "[%s] %s %s: relative error %.3g over tolerance %g (%zu values, %zu/%zu non-finite)",
+              cs, layer, what, e, tol, n, bad_a, bad_b);
+}
+
+/* The same for backend memory: GPU tensor dev_a against the CPU tensor dev_b. */
+static void check_tensor(const char *cs, const char *layer, const char *what, ct_backend *gpu,
+                         const float *dev_a, ct_backend *cpu, const float *dev_b, size_t n, double tol)
+{
+    if (n == 0)
+        return;
+    CHECK_MSG(dev_a && dev_b, "[%s] %s %s: missing on the %s side", cs, layer, what, dev_a ? "cpu" : "gpu");
+    if (!dev_a || !dev_b)
+        return;
+    float *a = fetch(gpu, dev_a, n * sizeof(float)), *b = fetch(cpu, dev_b, n * sizeof(float));
+    if (a && b)
+        check_host(cs, layer, what, a, b, n, tol);
+    free(a);
+    free(b);
+}
+
+/* Dropout: the masks must agree bit for bit. With inputs that are never exactly 0 (the cases
+ * avoid relu before dropout), y is 0 exactly where the mask dropped, so the zero patterns of the
+ * two outputs are the two masks. Fed by the data itself at rate 0.5 (scale exactly 2), the
+ * outputs must be identical to the bit. */
+static void check_dropout(const char *cs, const char *tag, ct_backend *gpu, const ct_layer *lg, ct_backend *cpu,
+                          const ct_layer *lc, int n)
+{
+    size_t count = (size_t)n * ct_shape_size(lc->out);
+    float *a = fetch(gpu, lg->y, count * sizeof(float)), *b = fetch(cpu, lc->y, count * sizeof(float));
+    if (a && b) {
+        size_t differ = 0, kept = 0;
+        for (size_t i = 0; i < count; i++) {
+            differ += (a[i] == 0.0f) != (b[i] == 0.0f);
+            kept += b[i] != 0.0f;
+        }
+        double keep = (double)kept / (double)count, want = 1.0 - lc->cfg->rate;
+        int exact = lc->in[0] == CT_INPUT_NODE && lc->cfg->rate == 0.5f;
+        int same = memcmp(a, b, count * sizeof(float)) == 0;
+        printf("%-24s %-7s mask%-6s %zu of %zu positions differ, kept %.3f (rate %.2f)%s%s\n", cs,
+               lc->cfg->name, tag, differ, count, keep, lc->cfg->rate,
+               exact ? (same ? ", outputs bit-identical" : ", outputs NOT bit-identical") : "",
+               differ || (exact && !same) ? "  FAIL" : "");
+        CHECK_MSG(differ == 0, "[%s] %s: %zu of %zu dropout mask positions differ from the CPU", cs,
+                  lc->cfg->name, differ, count);
+        if (count >= 200)
+            CHECK_MSG(fabs(keep - want) < 0.1, "[%s] %s: kept %.3f of the values, rate %.2f", cs,
+                      lc->cfg->name, keep, lc->cfg->rate);
+        if (exact)
+            CHECK_MSG(same, "[%s] %s: y differs from the CPU's (x * 2 must be exact)", cs, lc->cfg->name);
+    }
+    free(a);
+    free(b);
+}
+
+static int has_conv(const ct_graph *g)
+{
+    for (int i = 0; i < g->n_layers; i++)
+        if (g->layers[i].type == CT_LAYER_CONV2D)
+            return 1;
+    return 0;
+}
+
+/* Every layer: y, and with `grads` dy, then dw and db (slices of g->grads at w_off/w_count and
+ * b_off/b_count) and the running statistics (g->state at state_off). `tag` marks the pass. */
+static void compare_graphs(const char *cs, const char *tag, ct_graph *gg, ct_graph *gc, int n, int grads)
+{
+    double grad_tol = has_conv(gc) ? TOL_CONV_GRAD : TOL;
+    char what[32];
+    float *dg = NULL, *dc = NULL, *sg = NULL, *sc = NULL;
+    if (grads) {
+        dg = fetch(gg->be, gg->grads, gg->n_params * sizeof(float));
+        dc = fetch(gc->be, gc->grads, gc->n_params * sizeof(float));
+        sg = fetch(gg->be, gg->state, gg->n_state * sizeof(float));
+        sc = fetch(gc->be, gc->state, gc->n_state * sizeof(float));
+    }
+    for (int i = 0; i < gc->n_layers; i++) {
+        const ct_layer *lg = &gg->layers[i], *lc = &gc->layers[i];
+        const char *name = lc->cfg->name;
+        size_t out = (size_t)n * ct_shape_size(lc->out);
+        snprintf(what, sizeof what, "y%s", tag);
+        check_tensor(cs, name, what, gg->be, lg->y, gc->be, lc->y, out, TOL);
+        if (lc->type == CT_LAYER_DROPOUT && grads)
+            check_dropout(cs, tag, gg->be, lg, gc->be, lc, n);
+        if (!grads)
+            continue;
+        snprintf(what, sizeof what, "dy%s", tag);
+        check_tensor(cs, name, what, gg->be, lg->dy, gc->be, lc->dy, out, grad_tol);
+        if (dg && dc && lc->w_count) {
+            snprintf(what, sizeof what, "dw%s", tag);
+            check_host(cs, name, what, dg + lc->w_off, dc + lc->w_off, lc->w_count, grad_tol);
+        }
+        if (dg && dc && lc->b_count) {
+            snprintf(what, sizeof what, "db%s", tag);
+            check_host(cs, name, what, dg + lc->b_off, dc + lc->b_off, lc->b_count, grad_tol);
+        }
+        if (sg && sc && lc->state_count) {
+            size_t c = lc->state_count / 2;  /* running mean, then running variance */
+            snprintf(what, sizeof what, "rmean%s", tag);
+            check_host(cs, name, what, sg + lc->state_off, sc + lc->state_off, c, TOL);
+            snprintf(what, sizeof what, "rvar%s", tag);
+            check_host(cs, name, what, sg + lc->state_off + c, sc + lc->state_off + c, c, TOL);
+        }
+    }
+    free(dg);
+    free(dc);
+    free(sg);
+    free(sc);
+}
+
+/* The loss sums and correct counts since the last read, on both sides. */
+static void compare_metrics(const char *cs, const char *tag, ct_backend *gpu, ct_backend *cpu)
+{
+    double loss[2] = {0, 0};
+    long correct[2] = {0, 0};
+    ct_err err = {0};
+    CHECK_MSG(gpu->ops->read_metrics(gpu, &loss[0], &correct[0], 1, &err) == CT_OK, "[%s] %s", cs, err.msg);
+    CHECK_MSG(cpu->ops->read_metrics(cpu, &loss[1], &correct[1], 1, &err) == CT_OK, "[%s] %s", cs, err.msg);
+    double e = fabs(loss[0] - loss[1]) / fmax(fabs(loss[1]), TINY);
+    int ok = isfinite(loss[0]) && isfinite(loss[1]) && e <= TOL;
+    printf("%-24s %-7s %-10s rel %.2e  tol %.0e  (gpu %.7g, cpu %.7g; correct %ld, %ld)%s\n", cs, "loss", tag, e,
+           TOL, loss[0], loss[1], correct[0], correct[1], ok && correct[0] == correct[1] ? "" : "  FAIL");
+    CHECK_MSG(ok, "[%s] loss %s: gpu %.9g, cpu %.9g", cs, tag, loss[0], loss[1]);
+    CHECK_MSG(correct[0] == correct[1], "[%s] correct %s: gpu %ld, cpu %ld", cs, tag, correct[0], correct[1]);
+}
+
+/* One training pass as the trainer runs it, without the optimizer. */
+static ct_status train_pass(ct_graph *g, int n, const ct_step_scalars *s, ct_err *err)
+{
+    ct_backend *be = g->be;
+    ct_layer *out = ct_graph_output(g);
+    ct_status st = be->ops->set_step(be, s, err);
+    if (st == CT_OK)
+        st = ct_graph_forward(g, n, 1, err);
+    if (st == CT_OK)
+        st = ct_graph_zero_grads(g, n, err);
+    if (st == CT_OK)
+        st = be->ops->loss(be, out->y, g->labels, out->dy, n, g->classes, err);
+    if (st == CT_OK)
+        st = ct_graph_backward(g, n, err);
+    return st;
+}
+
+static ct_status eval_pass(ct_graph *g, int n, ct_err *err)
+{
+    ct_status st = ct_graph_forward(g, n, 0, err);
+    if (st == CT_OK)
+        st = g->be->ops->loss(g->be, ct_graph_output(g)->y, g->labels, NULL, n, g->classes, err);
+    return st;
+}
+
+/* Runs the same pass on both graphs; 1 when both succeeded. */
+static int both_train(const char *cs, ct_graph *gg, ct_graph *gc, int n, const ct_step_scalars *s)
+{
+    ct_err eg = {0}, ec = {0};
+    ct_status sc = train_pass(gc, n, s, &ec);
+    CHECK_MSG(sc == CT_OK, "[%s] cpu training pass at n = %d: %s", cs, n, ec.msg);
+    ct_status sg = train_pass(gg, n, s, &eg);
+    CHECK_MSG(sg == CT_OK, "[%s] gpu training pass at n = %d: %s", cs, n, eg.msg);
+    return sc == CT_OK && sg == CT_OK;
+}
+
+static void reset_metrics(ct_backend *be)
+{
+    double loss;
+    long correct;
+    ct_err err = {0};
+    CHECK_MSG(be->ops->read_metrics(be, &loss, &correct, 1, &err) == CT_OK, "%s", err.msg);
+}
+
+static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
+{
+    ct_graph *gc = &net->graph;
+    ct_backend *cpu = gc->be, *gpu = gg->be;
+    const ct_train_config *tc = &net->cfg.train;
+    int n = gc->batch;
+    CHECK_MSG(gg->n_params == gc->n_params && gg->n_state == gc->n_state && gg->n_layers == gc->n_layers &&
+              gg->batch == gc->batch, "[%s] the two graphs differ in size", cs);
+    if (gg->n_params != gc->n_params || gg->n_state != gc->n_state || gg->n_layers != gc->n_layers)
+        return;
+
+    /* the same seed draws the same initial parameters and state on the host */
+    size_t pbytes = gc->n_params * sizeof(float), sbytes = gc->n_state * sizeof(float);
+    float *pc = fetch(cpu, gc->params, pbytes), *pg = fetch(gpu, gg->params, pbytes);
+    float *sc = fetch(cpu, gc->state, sbytes), *sg = fetch(gpu, gg->state, sbytes);
+    int same_p = pc && pg && memcmp(pc, pg, pbytes) == 0;
+    int same_s = sc && sg && memcmp(sc, sg, sbytes) == 0;
+    printf("%-24s %-7s %-10s %zu parameters %s, %zu state %s\n", cs, "init", "", gc->n_params,
+           same_p ? "identical" : "DIFFER", gc->n_state, same_s ? "identical" : "DIFFER");
+    CHECK_MSG(same_p, "[%s] initial parameters differ between the backends", cs);
+    CHECK_MSG(same_s, "[%s] initial batch-norm state differs between the backends", cs);
+    if (!pc || !sc) {
+        free(pc); free(pg); free(sc); free(sg);
+        return;
+    }
+    /* then a small identical perturbation: biases start at 0, which would hide a bias that is
+     * added wrongly, and batch-norm's gamma 1 and beta 0 would hide either being ignored */
+    for (size_t i = 0; i < gc->n_params; i++)
+        pc[i] += uniform(-0.05f, 0.05f);
+    int ok = put(cpu, gc->params, pc, pbytes) && put(gpu, gg->params, pc, pbytes);
+
+    /* identical random inputs and labels */
+    size_t xcount = (size_t)n * ct_shape_size(gc->input);
+    float *x = xmalloc(xcount * sizeof *x);
+    int32_t *labels = xmalloc((size_t)n * sizeof *labels);
+    for (size_t i = 0; i < xcount; i++)
+        x[i] = uniform(-1.0f, 1.0f);
+    for (int i = 0; i < n; i++)
+        labels[i] = (int32_t)(ct_rng_next(&rng) % (uint64_t)gc->classes);
+    ok = ok && put(cpu, gc->x, x, xcount * sizeof *x) && put(gpu, gg->x, x, xcount * sizeof *x);
+    ok = ok && put(cpu, gc->labels, labels, (size_t)n * sizeof *labels) &&
+         put(gpu, gg->labels, labels, (size_t)n * sizeof *labels);
+    reset_metrics(cpu);
+    reset_metrics(gpu);
+
+    /* training pass */
+    ct_step_scalars s = scalars(0.01f, 1, tc->beta1, tc->beta2, ct_hash3(tc->seed, 0x44524f50, 1));
+    if (ok && both_train(cs, gg, gc, n, &s)) {
+        compare_metrics(cs, "", gpu, cpu);
+        compare_graphs(cs, "", gg, gc, n, 1);
+    }
+
+    /* evaluation pass: running statistics instead of batch statistics, no dropout */
+    if (ok && (flags & F_BN_EVAL) && gc->n_state) {
+        for (int i = 0; i < gc->n_layers; i++) {
+            const ct_layer *l = &gc->layers[i];
+            size_t c = l->state_count / 2;
+            for (size_t j = 0; j < c; j++) {
+                sc[l->state_off + j] = uniform(-0.5f, 0.5f);     /* running mean */
+                sc[l->state_off + c + j] = uniform(0.5f, 1.5f);  /* running variance */
+            }
+        }
+        ok = put(cpu, gc->state, sc, sbytes) && put(gpu, gg->state, sc, sbytes);
+    }
+    if (ok) {
+        ct_err eg = {0}, ec = {0};
+        ct_status stc = eval_pass(gc, n, &ec), stg = eval_pass(gg, n, &eg);
+        CHECK_MSG(stc == CT_OK, "[%s] cpu evaluation pass: %s", cs, ec.msg);
+        CHECK_MSG(stg == CT_OK, "[%s] gpu evaluation pass: %s", cs, eg.msg);
+        if (stc == CT_OK && stg == CT_OK) {
+            compare_metrics(cs, "@eval", gpu, cpu);
+            compare_graphs(cs, "@eval", gg, gc, n, 0);
+        }
+    }
+
+    /* a smaller batch through buffers bound for the full one (the epoch's last batch) */
+    if (ok && (flags & F_PARTIAL) && n > 5) {
+        int n2 = n - 5;
+        char tag[16];
+        snprintf(tag, sizeof tag, "@n=%d", n2);
+        s = scalars(0.01f, 2, tc->beta1, tc->beta2, ct_hash3(tc->seed, 0x44524f50, 2));
+        if (both_train(cs, gg, gc, n2, &s)) {
+            compare_metrics(cs, tag, gpu, cpu);
+            compare_graphs(cs, tag, gg, gc, n2, 1);
+        }
+    }
+    free(x);
+    free(labels);
+    free(pc); free(pg); free(sc); free(sg);
+}
+
+/* Builds `layers` on the CPU (ct_prepare, devices = cpu) and on a fresh CUDA backend. */
+static void run_case(const char *cs, const char *shape, int batch, const char *layers, unsigned flags)
+{
+    char text[4096];
+    int len = snprintf(text, sizeof text,
+                       "[data]\nformat = synthetic\nshape = %s\nclasses = %d\ncount = 64\ntest_count = 0\n"
+                       "[train]\nbatch = %d\ndevices = cpu\noptimizer = adam\nseed = %u\n%s",
+                       shape, CLASSES, batch, 1000u + case_counter++, layers);
+    if (len < 0 || (size_t)len >= sizeof text) {
+        CHECK_MSG(0, "[%s] config text too long", cs);
+        return;
+    }
+    printf("== %s\n", cs);
+    ct_net *net = NULL;
+    ct_status st = ct_open_string(text, cs, &net);
+    if (st == CT_OK)
+        st = ct_prepare(net);
+    CHECK_MSG(st == CT_OK, "[%s] the CPU network: %s", cs, ct_errmsg(net));
+    if (st != CT_OK) {
+        ct_close(net);
+        return;
+    }
+    CHECK_MSG(strcmp(net->be->ops->name, "cpu") == 0, "[%s] devices = cpu built on '%s'", cs, net->be->ops->name);
+
+    ct_err err = {0};
+    ct_backend *gpu = NULL;
+    ct_graph gg;
+    memset(&gg, 0, sizeof gg);
+    st = ct_cuda_backend_create(&gpu, &GPU_OPTIONS, &err);
+    if (st == CT_OK)
+        st = ct_graph_build(&gg, &net->cfg, net->graph.input, net->graph.classes, &err);
+    if (st == CT_OK)
+        st = ct_graph_bind(&gg, gpu, net->graph.batch, net->cfg.train.optimizer, net->cfg.train.seed, 0, &err);
+    CHECK_MSG(st == CT_OK, "[%s] the CUDA network: %s", cs, err.msg);
+    if (st == CT_OK)
+        case_body(cs, net, &gg, flags);
+    ct_graph_free(&gg);
+    if (gpu)
+        gpu->ops->destroy(gpu);
+    ct_close(net);
+}
+
+/* ---- the cases ---- */
+
+static const char *const ACTS[] = {"linear", "relu", "leaky", "sigmoid", "tanh", "gelu"};
+#define N_ACTS (int)(sizeof ACTS / sizeof ACTS[0])
+
+static const char *const HEAD = "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 5\n";
+
+static void dense_cases(void)
+{
+    char name[64], body[1024];
+    for (int a = 0; a < N_ACTS; a++) {
+        for (int bias = 1; bias >= 0; bias--) {
+            snprintf(name, sizeof name, "dense_%s%s", ACTS[a], bias ? "_bias" : "");
+            /* flatten of the data input copies (it cannot alias the input batch) */
+            snprintf(body, sizeof body,
+                     "[flat]\ntype = flatten\n"
+                     "[d]\ntype = dense\nunits = 16\nactivation = %s\nbias = %s\n"
+                     "[out]\ntype = dense\nunits = 5\n", ACTS[a], bias ? "on" : "off");
+            run_case(name, "4, 4, 3", 7, body, 0);
+        }
+    }
+    /* wide enough for the library's matrix-product paths rather than a toy shape */
+    run_case("dense_wide", "8, 8, 4", 32,
+             "[flat]\ntype = flatten\n"
+             "[d]\ntype = dense\nunits = 96\nactivation = relu\n"
+             "[d2]\ntype = dense\nunits = 64\nactivation = tanh\nbias = off\n"
+             "[out]\ntype = dense\nunits = 5\n", 0);
+}
+
+static void conv_cases(void)
+{
+    static const int sizes[] = {1, 3, 5};
+    char name[64], body[1024];
+    for (int k = 0; k < 3; k++)
+        for (int stride = 1; stride <= 2; stride++)
+            for (int same = 0; same <= 1; same++)
+                for (int bias = 1; bias >= 0; bias--) {
+                    /* an 8x8 input: with stride 2, 'same' pads 3x3 by 0 before and 1 after, 5x5 by
+                     * 1 and 2 (TensorFlow's asymmetric split) */
+                    snprintf(name, sizeof name, "conv_k%d_s%d_%s%s", sizes[k], stride, same ? "same" : "valid",
+                             bias ? "_bias" : "");
+                    snprintf(body, sizeof body,
+                             "[c]\ntype = conv2d\nfilters = 4\nsize = %d\nstride = %d\npadding = %s\n"
+                             "bias = %s\nactivation = relu\n%s", sizes[k], stride, same ? "same" : "valid",
+                             bias ? "on" : "off", HEAD);
+                    run_case(name, "8, 8, 3", 7, body, 0);
+                }
+    /* more channels: shapes where cuDNN has real algorithm choices */
+    run_case("conv_k3_wide", "16, 16, 4", 8,
+             "[c]\ntype = conv2d\nfilters = 16\nsize = 3\npadding = same\nactivation = relu\n"
+             "[c2]\ntype = conv2d\nfilters = 16\nsize = 3\nstride = 2\npadding = same\nactivation = leaky\n"
+             "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 5\n", 0);
+}
+
+static void pool_cases(void)
+{
+    static const struct { const char *name, *opts; } pools[] = {
+        {"maxpool_2", "type = maxpool\nsize = 2\n"},
+        {"maxpool_3s2_same", "type = maxpool\nsize = 3\nstride = 2\npadding = same\n"},
+        {"maxpool_3s1_same", "type = maxpool\nsize = 3\nstride = 1\npadding = same\n"},
+        {"maxpool_3s2_valid", "type = maxpool\nsize = 3\nstride = 2\n"},
+        {"maxpool_global", "type = maxpool\nglobal = on\n"},
+        {"avgpool_2", "type = avgpool\nsize = 2\n"},
+        {"avgpool_3s2_same", "type = avgpool\nsize = 3\nstride = 2\npadding = same\n"},
+        {"avgpool_3s1_same", "type = avgpool\nsize = 3\nstride = 1\npadding = same\n"},
+        {"avgpool_3s2_valid", "type = avgpool\nsize = 3\nstride = 2\n"},
+        {"avgpool_global", "type = avgpool\nglobal = on\n"},
+    };
+    char body[1024];
+    for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++) {
+        /* leaky before the pool: no ties for a max to break differently (relu's zeros would tie) */
+        snprintf(body, sizeof body,
+                 "[c]\ntype = conv2d\nfilters = 4\nsize = 3\npadding = same\nactivation = leaky\n"
+                 "[p]\n%s%s", pools[i].opts, HEAD);
+        run_case(pools[i].name, "8, 8, 3", 7, body, 0);
+    }
+}
+
+static void batchnorm_cases(void)
+{
+    /* the convolution before a batch norm has no bias: its gradient would be 0 up to rounding */
+    run_case("batchnorm_conv", "8, 8, 3", 7,
+             "[c]\ntype = conv2d\nfilters = 4\nsize = 3\npadding = same\nbias = off\n"
+             "[bn]\ntype = batchnorm\n"
+             "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 5\n", F_BN_EVAL);
+    run_case("batchnorm_conv_opts", "6, 6, 3", 9,
+             "[c]\ntype = conv2d\nfilters = 6\nsize = 3\nbias = off\nactivation = tanh\n"
+             "[bn]\ntype = batchnorm\nmomentum = 0.3\nepsilon = 0.001\n"
+             "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 5\n", F_BN_EVAL);
+    run_case("batchnorm_dense", "4, 4, 3", 7,
+             "[flat]\ntype = flatten\n"
+             "[d]\ntype = dense\nunits = 16\nbias = off\n"
+             "[bn]\ntype = batchnorm\n"
+             "[out]\ntype = dense\nunits = 5\n", F_BN_EVAL);
+}
+
+static void simple_cases(void)
+{
+    run_case("dropout_input", "4, 4, 3", 7,
+             "[drop]\ntype = dropout\nrate = 0.5\n"
+             "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 5\n", 0);
+    run_case("dropout_conv", "8, 8, 3", 7,
+             "[c]\ntype = conv2d\nfilters = 4\nsize = 3\npadding = same\nactivation = leaky\n"
+             "[drop]\ntype = dropout\nrate = 0.5\n"
+             "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 5\n", 0);
+    run_case("flatten_chain", "8, 8, 3", 7,
+             "[c]\ntype = conv2d\nfilters = 4\nsize = 3\nactivation = tanh\n"
+             "[flat]\ntype = flatten\n"
+             "[d]\ntype = dense\nunits = 12\nactivation = sigmoid\n"
+             "[out]\ntype = dense\nunits = 5\n", 0);
+    char name[64], body[1024];
+    for (int a = 0; a < N_ACTS; a++) {
+        snprintf(name, sizeof name, "activation_%s", ACTS[a]);
+        snprintf(body, sizeof body,
+                 "[c]\ntype = conv2d\nfilters = 4\nsize = 3\npadding = same\n"
+                 "[act]\ntype = activation\nactivation = %s\n%s", ACTS[a], HEAD);
+        run_case(name, "8, 8, 3", 7, body, 0);
+    }
+    /* c1 feeds both c2 and the add: its gradient accumulates from two consumers */
+    run_case("add_residual_conv", "8, 8, 3", 7,
+             "[c1]\ntype = conv2d\nfilters = 4\nsize = 3\npadding = same\nactivation = leaky\n"
+             "[c2]\ntype = conv2d\nfilters = 4\nsize = 3\npadding = same\nactivation = tanh\n"
+             "[res]\ntype = add\ninputs = c1, c2\nactivation = relu\n"
+             "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 5\n", 0);
+    run_case("add_residual_dense", "4, 4, 3", 7,
+             "[flat]\ntype = flatten\n"
+             "[d1]\ntype = dense\nunits = 16\nactivation = tanh\n"
+             "[d2]\ntype = dense\nunits = 16\n"
+             "[res]\ntype = add\ninputs = d1, d2\n"
+             "[d3]\ntype = dense\nunits = 16\nactivation = gelu\n"
+             "[res2]\ntype = add\ninputs = d3, res\nactivation = gelu\n"
+             "[out]\ntype = dense\nunits = 5\n", 0);
+}
+
+/* A small whole network: asymmetric 'same' stride 2, batch norm, a shared activation feeding two
+ * convolutions, residual adds, overlapping max-pool with padding, average and global pooling,
+ * aliasing flattens, dropout and dense layers. */
+static void network_cases(void)
+{
+    run_case("network", "12, 12, 3", 16,
+             "[c1]\ntype = conv2d\nfilters = 8\nsize = 3\nstride = 2\npadding = same\nactivation = leaky\nbias = off\n"
+             "[bn]\ntype = batchnorm\n"
+             "[act]\ntype = activation\nactivation = relu\n"
+             "[c2]\ntype = conv2d\nfilters = 8\nsize = 3\npadding = same\nactivation = gelu\n"
+             "[c3]\ntype = conv2d\nfilters = 8\nsize = 1\ninput = act\nbias = off\n"
+             "[res]\ntype = add\ninputs = c2, c3\nactivation = tanh\n"
+             "[mp]\ntype = maxpool\nsize = 3\nstride = 2\npadding = same\n"
+             "[ap]\ntype = avgpool\nsize = 2\nstride = 1\n"
+             "[flat]\ntype = flatten\n"
+             "[fc]\ntype = dense\nunits = 8\nactivation = gelu\n"
+             "[gp]\ntype = avgpool\nglobal = on\ninput = res\n"
+             "[flat2]\ntype = flatten\n"
+             "[sum]\ntype = add\ninputs = fc, flat2\nactivation = leaky\n"
+             "[drop]\ntype = dropout\nrate = 0.3\n"
+             "[fc2]\ntype = dense\nunits = 16\nactivation = sigmoid\n"
+             "[out]\ntype = dense\nunits = 5\n",
+             F_BN_EVAL | F_PARTIAL);
+}
+
+/* ---- optimizers ---- */
+
+/* Three steps of each optimizer from the same weights and gradients (new gradients each step, so
+ * the moments carry), on both backends: the updates w - w0 and the moments are compared. */
+static void optimizer_cases(void)
+{
+    enum { P = 10007, STEPS = 3 };  /* odd: vectorised kernels need their scalar tail */
+    static const struct {
+        const char *name;
+        ct_optimizer kind;
+        float momentum, weight_decay;
+        int nesterov;
+    } opts[] = {
+        {"sgd", CT_OPT_SGD, 0.0f, 1e-2f, 0},
+        {"momentum", CT_OPT_MOMENTUM, 0.9f, 1e-3f, 0},
+        {"nesterov", CT_OPT_MOMENTUM, 0.9f, 1e-3f, 1},
+        {"adam", CT_OPT_ADAM, 0.0f, 0.0f, 0},
+        {"adam_l2", CT_OPT_ADAM, 0.0f, 1e-3f, 0},
+        {"adamw", CT_OPT_ADAMW, 0.0f, 1e-2f, 0},
+    };
+    static const float lrs[STEPS] = {0.01f, 0.02f, 0.005f};
+    const float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+    ct_err err = {0};
+    ct_backend *be[2] = {NULL, NULL};  /* 0: gpu, 1: cpu */
+    CHECK_MSG(ct_cuda_backend_create(&be[0], &GPU_OPTIONS, &err) == CT_OK, "%s", err.msg);
+    CHECK_MSG(ct_cpu_backend_create(&be[1], &err) == CT_OK, "%s", err.msg);
+    if (!be[0] || !be[1]) {
+        if (be[0]) be[0]->ops->destroy(be[0]);
+        if (be[1]) be[1]->ops->destroy(be[1]);
+        return;
+    }
+    printf("== optimizers\n");
+    float *w0 = xmalloc(P * sizeof(float)), *g = xmalloc((size_t)STEPS * P * sizeof(float));
+    for (size_t i = 0; i < P; i++)
+        w0[i] = uniform(-0.5f, 0.5f);
+    for (size_t i = 0; i < (size_t)STEPS * P; i++)
+        g[i] = (i % 97 == 0) ? 0.0f : uniform(-0.02f, 0.02f);  /* some exact zeros */
+    float *res_w[2], *res_m[2], *res_v[2];
+    for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
+        int has_m = opts[o].kind != CT_OPT_SGD;
+        int has_v = opts[o].kind == CT_OPT_ADAM || opts[o].kind == CT_OPT_ADAMW;
+        int ok = 1;
+        for (int b = 0; b < 2; b++) {
+            res_w[b] = res_m[b] = res_v[b] = NULL;
+            float *w = be[b]->ops->alloc(be[b], P * sizeof(float));
+            float *grad = be[b]->ops->alloc(be[b], P * sizeof(float));
+            float *m = be[b]->ops->alloc(be[b], P * sizeof(float));
+            float *v = be[b]->ops->alloc(be[b], P * sizeof(float));
+            CHECK(w && grad && m && v);
+            if (!w || !grad || !m || !v) {
+                ok = 0;
+            } else {
+                ok = ok && put(be[b], w, w0, P * sizeof(float));
+                for (int t = 1; t <= STEPS && ok; t++) {
+                    ok = put(be[b], grad, g + (size_t)(t - 1) * P, P * sizeof(float));
+                    if (!ok)
+                        break;
+                    ct_step_scalars s = scalars(lrs[t - 1], t, beta1, beta2, 0);
+                    ct_optim_step os = {
+                        .kind = opts[o].kind, .params = w, .grads = grad, .m = has_m ? m : NULL,
+                        .v = has_v ? v : NULL, .count = P, .momentum = opts[o].momentum, .beta1 = beta1,
+                        .beta2 = beta2, .epsilon = eps, .weight_decay = opts[o].weight_decay,
+                        .nesterov = opts[o].nesterov,
+                    };
+                    ct_status st = be[b]->ops->set_step(be[b], &s, &err);
+                    if (st == CT_OK)
+                        st = be[b]->ops->optimizer_step(be[b], &os, &err);
+                    CHECK_MSG(st == CT_OK, "[%s] %s step %d: %s", opts[o].name, be[b]->ops->name, t, err.msg);
+                    ok = st == CT_OK;
+                }
+                if (ok) {
+                    res_w[b] = fetch(be[b], w, P * sizeof(float));
+                    res_m[b] = has_m ? fetch(be[b], m, P * sizeof(float)) : NULL;
+                    res_v[b] = has_v ? fetch(be[b], v, P * sizeof(float)) : NULL;
+                    ok = res_w[b] && (!has_m || res_m[b]) && (!has_v || res_v[b]);
+                }
+            }
+            if (w) be[b]->ops->free(be[b], w);
+            if (grad) be[b]->ops->free(be[b], grad);
+            if (m) be[b]->ops->free(be[b], m);
+            if (v) be[b]->ops->free(be[b], v);
+        }
+        if (ok) {
+            /* the update itself, not the weights it is a small change of */
+            for (size_t i = 0; i < P; i++) {
+                res_w[0][i] -= w0[i];
+                res_w[1][i] -= w0[i];
+            }
+            check_host(opts[o].name, "optim", "w - w0", res_w[0], res_w[1], P, TOL);
+            if (has_m)
+                check_host(opts[o].name, "optim", has_v ? "m" : "velocity", res_m[0], res_m[1], P, TOL);
+            if (has_v)
+                check_host(opts[o].name, "optim", "v", res_v[0], res_v[1], P, TOL);
+        }
+        for (int b = 0; b < 2; b++) {
+            free(res_w[b]);
+            free(res_m[b]);
+            free(res_v[b]);
+        }
+    }
+    free(w0);
+    free(g);
+    be[0]->ops->destroy(be[0]);
+    be[1]->ops->destroy(be[1]);
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0); /* figures and failures interleave in order in a log */
+    int count = 0;
+    char why[256] = "";
+    if (ct_cuda_devices(&count, why, sizeof why) != CT_OK || count == 0) {
+        printf("skipped: %s\n", why[0] ? why : "no CUDA device");
+        return 77;
+    }
+    dense_cases();
+    conv_cases();
+    pool_cases();
+    batchnorm_cases();
+    simple_cases();
+    network_cases();
+    optimizer_cases();
+    return ct_test_done();
+}
+#else
+int main(void)
+{
+    printf("skipped: built without the CUDA backend\n");
+    return 77;
+}
+#endif

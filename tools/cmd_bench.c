@@ -1,0 +1,46 @@
+/* cutrain bench: training images/s and milliseconds per step after warm-up, as one JSON line,
+ * for side-by-side tables with the PyTorch peer (tools/device_check.sh). */
+#include <stdio.h>
+
+#include "cli.h"
+
+/* The JSON string body of s (quotes and backslashes escaped, control characters dropped). */
+static void json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; s && *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', out);
+        if ((unsigned char)*s >= 0x20)
+            fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+int cmd_bench(const cli_options *opt)
+{
+    ct_net *net = NULL;
+    int rc = cli_open(opt, &net);
+    if (rc != CLI_OK)
+        return rc;
+    long steps = opt->steps > 0 ? opt->steps : 100;
+    int warmup = opt->warmup >= 0 ? (int)opt->warmup : 20;
+    ct_bench_result r;
+    ct_status st = ct_bench(net, warmup, steps, &r);
+    if (st != CT_OK)
+        return cli_fail(net, st);
+    printf("{\"config\": ");
+    json_string(stdout, opt->config);
+    printf(", \"backend\": ");
+    json_string(stdout, ct_backend_name(net));
+    printf(", \"device\": ");
+    json_string(stdout, ct_backend_reason(net));
+    printf(", \"note\": ");
+    json_string(stdout, ct_backend_note(net));
+    printf(", \"batch\": %d, \"steps\": %ld, \"warmup\": %d, \"graph\": %s, \"images_per_s\": %.0f, "
+           "\"ms_per_step\": %.4f, \"ms_per_step_min\": %.4f}\n",
+           r.batch, r.steps, warmup, r.graph ? "true" : "false", r.images_per_s, r.ms_per_step,
+           r.ms_per_step_min);
+    ct_close(net);
+    return CLI_OK;
+}
