@@ -84,6 +84,7 @@ ct_status ct_bench(ct_net *net, int warmup, long steps, ct_bench_result *out)
     ct_err *err = &net->err;
     ct_graph *g = &net->graph;
     ct_backend *be = net->be;
+    ct_train_apply_threads(net);
     size_t xb = (size_t)g->batch * ct_shape_size(g->input) * sizeof(float), yb = (size_t)g->batch * sizeof(int32_t);
     bench_data d = {0};
     double loss = 0.0, total = 0.0, best = -1.0;

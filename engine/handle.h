@@ -44,6 +44,8 @@ ct_status ct_train_evaluate(ct_net *net, const ct_dataset *ds, ct_eval_result *o
  * network's input buffers. */
 ct_status ct_train_stage_batch(ct_net *net, const ct_dataset *ds, const long *idx, int n, int augment,
                                uint64_t aug_seed, ct_err *err);
+/* [train] threads for the calling thread's OpenMP work (the CPU backend). */
+void ct_train_apply_threads(const ct_net *net);
 /* One optimizer step on the batch in the network's input buffers, at learning rate lr. */
 ct_status ct_train_step(ct_net *net, int n, float lr, ct_err *err);
 /* Learning rate at `step` (0-based) per the schedule and warm-up (optim.c). */

@@ -197,7 +197,7 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
 }
 
 /* OpenMP's thread count is a per-thread setting: set it on the thread that runs the work. */
-static void apply_threads(const ct_net *net)
+void ct_train_apply_threads(const ct_net *net)
 {
     if (net->cfg.train.threads > 0)
         omp_set_num_threads(net->cfg.train.threads);
@@ -205,7 +205,7 @@ static void apply_threads(const ct_net *net)
 
 ct_status ct_train_fit(ct_net *net, const ct_callbacks *cb)
 {
-    apply_threads(net);
+    ct_train_apply_threads(net);
     while (net->epoch < net->cfg.train.epochs) {
         ct_epoch_stats es;
         ct_status st = run_epoch(net, cb, &es);
@@ -226,7 +226,7 @@ ct_status ct_train_evaluate(ct_net *net, const ct_dataset *ds, ct_eval_result *o
     int batch = g->batch;
     double loss_sum = 0.0;
     long correct = 0;
-    apply_threads(net);
+    ct_train_apply_threads(net);
     /* evaluation runs between epochs, so it may reuse (and clears) the metric accumulators */
     ct_status st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 1, err);
     for (long start = 0; start < ds->count && st == CT_OK; start += batch) {

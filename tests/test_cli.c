@@ -1,5 +1,5 @@
 /* The cutrain command as a user runs it: exit codes (0 ok, 1 runtime failure, 2 bad usage or
- * config), messages naming file and line, the JSON-lines log, eval and summary. */
+ * config), messages naming file and line, the JSON-lines log, eval, summary and bench. */
 #define _DEFAULT_SOURCE
 #include "tests/cli_util.h"
 
@@ -67,6 +67,19 @@ int main(void)
     CHECK_MSG(run("summary --config net.ini") == 0 && ct_contains(out, "hidden") &&
               ct_contains(out, "total") && ct_contains(out, "643"), "got: %s", out); /* 36*16+16 + 16*3+3 */
 
+    /* bench: one JSON line with the timed figures; its flags belong to it alone */
+    CHECK_MSG(run("bench --config net.ini --devices cpu --steps 7 --warmup 2 --batch 20") == 0 &&
+              ct_contains(out, "\"backend\": \"cpu\"") && ct_contains(out, "\"batch\": 20") &&
+              ct_contains(out, "\"steps\": 7") && ct_contains(out, "\"images_per_s\": ") &&
+              !ct_contains(out, "\"images_per_s\": 0,"), "got: %s", out);
+    CHECK_MSG(run("bench --config net.ini --steps 0") == 2 && ct_contains(out, "--steps needs a whole number"),
+              "got: %s", out);
+    CHECK_MSG(run("bench --config net.ini --batch many") == 2 && ct_contains(out, "--batch"), "got: %s", out);
+    CHECK_MSG(run("eval --config net.ini --steps 3") == 2 && ct_contains(out, "--steps does not apply to 'eval'"),
+              "got: %s", out);
+    CHECK_MSG(run("doctor --config net.ini") == 2 && ct_contains(out, "doctor takes no config"), "got: %s", out);
+
     remove_scratch();
+
     return ct_test_done();
 }
