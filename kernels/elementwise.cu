@@ -196,16 +196,14 @@ constexpr int kSumRows = 32;
 __global__ void __launch_bounds__(kSumCols * kSumRows)
 column_sums_kernel(const float *dy, float *db, long long rows, int c)
 {
-    __shared__ double part[kSumRows][kSumCols + 1];  // + 1: no bank conflicts between row lanes
+    __shared__ double part[kSumRows][kSumCols];  // a warp is one ty: it touches one contiguous row
     const int tx = threadIdx.x, ty = threadIdx.y;
     const long long col = (long long)blockIdx.x * kSumCols + tx;
     double acc = 0.0;
     if (col < c) {
-        const float *p = dy + (long long)ty * c + col;
-        const long long step = (long long)kSumRows * c;
 #pragma unroll 4
-        for (long long r = ty; r < rows; r += kSumRows, p += step)
-            acc += *p;
+        for (long long r = ty; r < rows; r += kSumRows)
+            acc += dy[r * c + col];
     }
     part[ty][tx] = acc;
     __syncthreads();
@@ -216,6 +214,46 @@ column_sums_kernel(const float *dy, float *db, long long rows, int c)
     }
     if (ty == 0 && col < c)
         db[col] += (float)part[0][tx];
+}
+
+// The tall case (a convolution's bias: rows = n * oh * ow, few columns) in two deterministic
+// passes: each chunk of rows sums its columns into a double partial, then one thread per column
+// adds the partials in chunk order. No atomics, so the same input gives the same bits every run.
+
+// dy: (rows, c); partials: (chunks, c) double; rows_per_chunk rows per blockIdx.y
+__global__ void __launch_bounds__(kSumCols * kSumRows)
+column_partials_kernel(const float *dy, double *partials, long long rows, int c, long long rows_per_chunk)
+{
+    __shared__ double part[kSumRows][kSumCols];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const long long col = (long long)blockIdx.x * kSumCols + tx;
+    const long long first = (long long)blockIdx.y * rows_per_chunk;
+    const long long last = first + rows_per_chunk < rows ? first + rows_per_chunk : rows;
+    double acc = 0.0;
+    if (col < c)
+        for (long long r = first + ty; r < last; r += kSumRows)
+            acc += dy[r * c + col];
+    part[ty][tx] = acc;
+    __syncthreads();
+    for (int half = kSumRows / 2; half > 0; half /= 2) {
+        if (ty < half)
+            part[ty][tx] += part[ty + half][tx];
+        __syncthreads();
+    }
+    if (ty == 0 && col < c)
+        partials[(long long)blockIdx.y * c + col] = part[0][tx];
+}
+
+// partials: (chunks, c) double; db: (c) += their column sums, in chunk order
+__global__ void column_partials_sum_kernel(const double *partials, float *db, int chunks, int c)
+{
+    const int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= c)
+        return;
+    double acc = 0.0;
+    for (int k = 0; k < chunks; k++)
+        acc += partials[(long long)k * c + col];
+    db[col] += (float)acc;
 }
 
 // ---- dropout ----
@@ -396,6 +434,33 @@ extern "C" int ct_launch_column_sums(const float *dy, float *db, long rows, int 
     // channels, which should use cuDNN's backward-bias or a launcher with a partials workspace.
     const unsigned blocks = (unsigned)((c + kSumCols - 1) / kSumCols);
     column_sums_kernel<<<blocks, dim3(kSumCols, kSumRows), 0, (cudaStream_t)stream>>>(dy, db, (long long)rows, c);
+    return (int)cudaGetLastError();
+}
+
+// dy: (rows, c) fp32; db: (c) fp32; workspace: scratch for the partial sums
+extern "C" int ct_launch_column_sums_tall(const float *dy, float *db, long rows, int c, void *workspace,
+                                          size_t workspace_bytes, void *stream)
+{
+    if (rows < 0 || c <= 0 || (rows > 0 && (!dy || !db)))
+        return (int)cudaErrorInvalidValue;
+    if (rows == 0)
+        return (int)cudaSuccess;
+    if (rows > LLONG_MAX / c)
+        return (int)cudaErrorInvalidValue;
+    // about 512 rows per chunk, at most 1024 chunks: enough blocks to fill the GPU, few partials
+    long long chunks = ((long long)rows + 511) / 512;
+    if (chunks > 1024)
+        chunks = 1024;
+    const size_t need = (size_t)chunks * (size_t)c * sizeof(double);
+    if (chunks < 2 || !workspace || workspace_bytes < need || ((uintptr_t)workspace & 7u))
+        return ct_launch_column_sums(dy, db, rows, c, stream);  // one pass is as good, or all we can do
+    const long long per_chunk = ((long long)rows + chunks - 1) / chunks;
+    cudaStream_t s = (cudaStream_t)stream;
+    const dim3 grid((unsigned)((c + kSumCols - 1) / kSumCols), (unsigned)chunks);
+    column_partials_kernel<<<grid, dim3(kSumCols, kSumRows), 0, s>>>(dy, (double *)workspace, (long long)rows, c,
+                                                                      per_chunk);
+    column_partials_sum_kernel<<<(unsigned)((c + 255) / 256), 256, 0, s>>>((const double *)workspace, db,
+                                                                           (int)chunks, c);
     return (int)cudaGetLastError();
 }
 

@@ -60,8 +60,15 @@ int ct_launch_add(const float *a, const float *b, float *y, long n, void *stream
 /* dy, dx: (n); dx += dy. */
 int ct_launch_accumulate(const float *dy, float *dx, long n, void *stream);
 
-/* dy: (rows, c); db: (c) += column sums of dy, summed in fp32 per block, then atomically added. */
+/* dy: (rows, c); db: (c) += column sums of dy, summed in double in a fixed order (no atomics: the
+ * same input gives the same bits every run). One block per 32 columns: right for dense layers'
+ * bias gradients (rows = batch). */
 int ct_launch_column_sums(const float *dy, float *db, long rows, int c, void *stream);
+/* The same for tall matrices (a convolution's bias gradient: rows = n * oh * ow, few columns), in
+ * two deterministic passes through `workspace` (up to 1024 * c doubles, 8-byte aligned); falls
+ * back to ct_launch_column_sums when the workspace is too small or the matrix short. */
+int ct_launch_column_sums_tall(const float *dy, float *db, long rows, int c, void *workspace,
+                               size_t workspace_bytes, void *stream);
 
 /* Inverted dropout, the CPU backend's masks exactly: element i is kept when
  * ct_uniform(step->dropout_seed, stream_id, i) >= rate (engine/rng.h), and kept values are scaled
@@ -87,7 +94,8 @@ int ct_launch_crop_accumulate_nhwc(const float *dxp, float *dx, int n, int h, in
  * argmax is the index within the sample's (h, w, c) volume; a window wholly in the padding gives
  * 0 and argmax -1. */
 int ct_launch_maxpool_forward(const ct_pool_dims *d, const float *x, float *y, int *argmax, void *stream);
-/* dy, argmax: (n, oh, ow, c); dx (n, h, w, c) += dy at each argmax (atomics: windows may overlap). */
+/* dy, argmax: (n, oh, ow, c); dx (n, h, w, c) += dy at each argmax, as a gather (each input cell
+ * adds the windows that picked it, in a fixed order): deterministic even where windows overlap. */
 int ct_launch_maxpool_backward(const ct_pool_dims *d, const float *dy, const int *argmax, float *dx,
                                void *stream);
 /* Average over the window's cells inside the input (padding not counted). */

@@ -73,7 +73,10 @@ softmax_xent_kernel(const float *logits, const int *labels, float *dlogits, floa
             row_correct = valid && best_i == label;
         }
 
-        // Pass 3: the gradient, overwriting dlogits.
+        // Pass 3: the gradient, overwriting dlogits. With dlogits == logits, lane 0's read of
+        // x[label] above must happen before another lane overwrites it: the warp is not
+        // guaranteed to run in step, so wait for all its lanes here.
+        __syncwarp();
         if (dlogits) {
             float *d = dlogits + row * k;
             const float inv = 1.0f / sum;

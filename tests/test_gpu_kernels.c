@@ -545,7 +545,8 @@ static void test_add(cudaStream_t s)
 
 /* ---- column sums ---- */
 
-static void test_column_sums_case(cudaStream_t s, long rows, int c)
+/* tall = 1: the two-pass launcher with a partials workspace (the convolution bias path). */
+static void test_column_sums_case(cudaStream_t s, long rows, int c, int tall)
 {
     const long total = rows * c;
     float *dy = falloc(total), *db0 = falloc(c), *want = falloc(c), *out = falloc(c), *again = falloc(c);
@@ -557,12 +558,19 @@ static void test_column_sums_case(cudaStream_t s, long rows, int c)
     float *d_dy = dev_floats(total), *d_db = dev_floats(c);
     h2d(d_dy, dy, (size_t)total * sizeof *dy, s);
     char what[96];
-    snprintf(what, sizeof what, "column_sums rows=%ld c=%d", rows, c);
+    snprintf(what, sizeof what, "column_sums%s rows=%ld c=%d", tall ? "_tall" : "", rows, c);
+    size_t ws_bytes = (size_t)1024 * (size_t)c * sizeof(double);
+    void *ws = NULL;
+    if (tall)
+        GPU_OK(cudaMalloc(&ws, ws_bytes));
     for (int run = 0; run < 2; run++) {
         h2d(d_db, db0, (size_t)c * sizeof *db0, s);
-        sync_launch(what, ct_launch_column_sums(d_dy, d_db, rows, c, s), s);
+        sync_launch(what, tall ? ct_launch_column_sums_tall(d_dy, d_db, rows, c, ws, ws_bytes, s)
+                               : ct_launch_column_sums(d_dy, d_db, rows, c, s), s);
         d2h(run ? again : out, d_db, (size_t)c * sizeof *out, s);
     }
+    if (ws)
+        GPU_OK(cudaFree(ws));
     /* both sum in double, in different orders: at most the last bit of the float differs */
     check_close_f(what, out, want, c, 1e-6, 1e-6);
     char rwhat[128];
@@ -575,13 +583,17 @@ static void test_column_sums_case(cudaStream_t s, long rows, int c)
 
 static void test_column_sums(cudaStream_t s)
 {
-    test_column_sums_case(s, 1, 1);
-    test_column_sums_case(s, 37, 13);
-    test_column_sums_case(s, 31, 32);     /* fewer rows than row lanes */
-    test_column_sums_case(s, 1000, 37);   /* two column tiles, the second nearly empty */
-    test_column_sums_case(s, 4097, 70);
-    test_column_sums_case(s, 65536, 10);  /* tall and narrow: long loops per lane */
-    test_column_sums_case(s, 3, 1025);
+    test_column_sums_case(s, 1, 1, 0);
+    test_column_sums_case(s, 37, 13, 0);
+    test_column_sums_case(s, 31, 32, 0);     /* fewer rows than row lanes */
+    test_column_sums_case(s, 1000, 37, 0);   /* two column tiles, the second nearly empty */
+    test_column_sums_case(s, 4097, 70, 0);
+    test_column_sums_case(s, 65536, 10, 0);  /* tall and narrow: long loops per lane */
+    test_column_sums_case(s, 3, 1025, 0);
+    test_column_sums_case(s, 100, 7, 1);     /* short: falls back to one pass */
+    test_column_sums_case(s, 173056, 32, 1); /* fmnist_cnn conv1's bias at batch 256 */
+    test_column_sums_case(s, 1000003, 64, 1);/* 1024 chunks, a short last one */
+    test_column_sums_case(s, 5000, 70, 1);   /* chunks of 512 rows, three column tiles */
 
     float *d = dev_floats(4);
     CHECK(ct_launch_column_sums(NULL, NULL, 0, 4, s) == 0);
