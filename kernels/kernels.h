@@ -127,6 +127,25 @@ int ct_launch_adam_step(float *w, const float *g, float *m, float *v, long n, co
 /* x: (n) fp32; *count (device) += the number of NaN or infinite elements. */
 int ct_launch_count_nonfinite(const float *x, long n, unsigned *count, void *stream);
 
+/* ---- input augmentation (kernels/augment.cu) ---- */
+
+/* src: (n, h, w, c) uint8, the batch's samples in batch order as stored (ct_make_batch_u8);
+ * dst: (n, h, w, c) fp32, every element written; scale, bias: (c) fp32 in HOST memory (copied into
+ * the launch's arguments, so the caller's arrays may change once this returns), c <= 4.
+ * The CPU batcher's crop, flip and normalisation bit for bit: dst equals what ct_make_batch
+ * (data/batch.c) writes for the same samples, with crop_pad and flip those of its ct_augment,
+ * scale[c] = 1 / (255 * std[c]) and bias[c] = -mean[c] / std[c] computed in float, and the same
+ * augmenting and augment_seed. Sample i of the batch draws r = ct_hash3(augment_seed, i, 0); with
+ * span = 2 * crop_pad + 1 its window origin in the image padded by crop_pad zero pixels is
+ * dy = (r & 0xffff) % span, dx = ((r >> 16) & 0xffff) % span, and the window is mirrored when
+ * flip && ((r >> 32) & 1); then dst = (float)pixel * scale[c] + bias[c], rounded after the multiply
+ * and after the add (no FMA), the padding read as pixel 0. augmenting = 0 (evaluation): no crop
+ * and no flip, only the normalisation. Negative sizes or crop_pad, c > 4, a sample of more than
+ * INT_MAX elements, or NULL pointers with work to do: cudaErrorInvalidValue. */
+int ct_launch_augment_u8(const unsigned char *src, float *dst, int n, int h, int w, int c, int crop_pad,
+                         int flip, int augmenting, const float *scale, const float *bias,
+                         unsigned long long augment_seed, void *stream);
+
 /* ---- loss (kernels/loss.cu) ---- */
 
 /* logits: (n, k) fp32; labels: (n) int in [0, k); dlogits: (n, k) fp32 or NULL (evaluation);

@@ -12,13 +12,17 @@ enum { STEP_SLOTS = 64 };
 
 static void *cuda_alloc(ct_backend *be, size_t bytes)
 {
+    ct_cuda *cu = ct_cuda_of(be);
     void *p = NULL;
-    if (cudaSetDevice(ct_cuda_of(be)->device) != cudaSuccess || cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+    if (cudaSetDevice(cu->device) != cudaSuccess || cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
         (void)cudaGetLastError();  /* an allocation failure is reported by the caller, not by the next launch */
         return NULL;
     }
-    /* setup time, not a step: a synchronous clear keeps alloc's "zeroed" promise simple */
-    if (cudaMemset(p, 0, bytes ? bytes : 1) != cudaSuccess) {
+    /* The clear goes on the compute stream, in order before every later use. cudaMemset would run
+     * on the legacy default stream, asynchronously to the host and unordered with the non-blocking
+     * compute stream: an upload or copy into the buffer could land before the zeros. */
+    if (cudaMemsetAsync(p, 0, bytes ? bytes : 1, cu->compute) != cudaSuccess) {
+        (void)cudaGetLastError();
         cudaFree(p);
         return NULL;
     }
@@ -33,8 +37,12 @@ static void cuda_free(ct_backend *be, void *ptr)
 
 static ct_status cuda_upload(ct_backend *be, void *dst, const void *src, size_t bytes, ct_err *err)
 {
-    /* from pageable memory this returns once the source has been staged, so the caller may free it */
-    CT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ct_cuda_of(be)->compute), err);
+    ct_cuda *cu = ct_cuda_of(be);
+    CT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu->compute), err);
+    /* From pageable memory the async copy "might be synchronous" (CUDA's API synchronization
+     * notes), no more: callers free src on return (init_params, checkpoint restore), and uploads
+     * are setup work, so wait until the copy has read it. */
+    CT_CUDA_CHECK(cudaStreamSynchronize(cu->compute), err);
     return CT_OK;
 }
 
@@ -251,7 +259,11 @@ static ct_status cuda_peek_metrics(ct_backend *be, long tag, double *loss_sum, l
             cu->last_correct = (long)*cu->snap_correct;
             cu->snap_tag_done = cu->snap_tag;
             cu->snap_tag = -1;
-        } else if (rc != cudaErrorNotReady) {
+        } else if (rc == cudaErrorNotReady) {
+            /* the runtime records "not ready" as its last error too, which the next kernel
+             * launcher's cudaGetLastError would report as its own failure: clear it */
+            (void)cudaGetLastError();
+        } else {
             CT_CUDA_CHECK(rc, err);
         }
     }
@@ -399,9 +411,10 @@ static ct_status create_resources(ct_cuda *cu, ct_err *err)
     CT_CUDA_CHECK(cudaMalloc((void **)&cu->correct, sizeof *cu->correct), err);
     CT_CUDA_CHECK(cudaMalloc((void **)&cu->nonfinite, sizeof *cu->nonfinite), err);
     CT_CUDA_CHECK(cudaMalloc((void **)&cu->step, sizeof *cu->step), err);
-    CT_CUDA_CHECK(cudaMemset(cu->loss_sum, 0, sizeof *cu->loss_sum), err);
-    CT_CUDA_CHECK(cudaMemset(cu->correct, 0, sizeof *cu->correct), err);
-    CT_CUDA_CHECK(cudaMemset(cu->step, 0, sizeof *cu->step), err);
+    /* on the compute stream, which does not wait for the legacy default stream's cudaMemset */
+    CT_CUDA_CHECK(cudaMemsetAsync(cu->loss_sum, 0, sizeof *cu->loss_sum, cu->compute), err);
+    CT_CUDA_CHECK(cudaMemsetAsync(cu->correct, 0, sizeof *cu->correct, cu->compute), err);
+    CT_CUDA_CHECK(cudaMemsetAsync(cu->step, 0, sizeof *cu->step, cu->compute), err);
     CT_CUDA_CHECK(cudaHostAlloc((void **)&cu->step_host, STEP_SLOTS * sizeof *cu->step_host, cudaHostAllocDefault), err);
     CT_CUDA_CHECK(cudaHostAlloc((void **)&cu->snap_loss, sizeof *cu->snap_loss, cudaHostAllocDefault), err);
     CT_CUDA_CHECK(cudaHostAlloc((void **)&cu->snap_correct, sizeof *cu->snap_correct, cudaHostAllocDefault), err);

@@ -329,6 +329,12 @@ static ct_status set_math(const ct_cuda *cu, cudnnConvolutionDescriptor_t conv, 
     return CT_OK;
 }
 
+/* The search tries every algorithm, each with the workspace it asks for: one that cannot get its
+ * memory is reported in its perf entry, but the runtime may keep the failed allocation as its last
+ * error, which the next kernel launcher's cudaGetLastError would then report as its own. Our own
+ * calls are checked where they happen and a kernel fault is sticky, so clearing hides nothing. */
+static void clear_search_error(void) { (void)cudaGetLastError(); }
+
 enum { MAX_ALGOS = 32 };   /* above any of cuDNN 9's *_ALGO_COUNT */
 
 static int clamp_count(int count) { return count < 1 ? 1 : count > MAX_ALGOS ? MAX_ALGOS : count; }
@@ -348,6 +354,7 @@ static ct_status search_forward(ct_cuda *cu, conv_entry *e, size_t limit, ct_err
     CT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(cu->dnn, &max), err);
     CT_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(cu->dnn, e->x, e->w, e->conv_fwd, e->y, clamp_count(max),
                                                         &returned, perf), err);
+    clear_search_error();
     for (int i = 0; i < returned; i++)
         if (usable(cu, perf[i].status, perf[i].memory, perf[i].determinism, perf[i].mathType, limit) &&
             (best < 0 || perf[i].time < perf[best].time))
@@ -369,6 +376,7 @@ static ct_status search_backward_data(ct_cuda *cu, conv_entry *e, size_t limit, 
     CT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cu->dnn, &max), err);
     CT_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(cu->dnn, e->w, e->y, e->conv_bwd_data, e->x,
                                                              clamp_count(max), &returned, perf), err);
+    clear_search_error();
     for (int i = 0; i < returned; i++)
         if (usable(cu, perf[i].status, perf[i].memory, perf[i].determinism, perf[i].mathType, limit) &&
             (best < 0 || perf[i].time < perf[best].time))
@@ -390,6 +398,7 @@ static ct_status search_backward_filter(ct_cuda *cu, conv_entry *e, size_t limit
     CT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cu->dnn, &max), err);
     CT_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(cu->dnn, e->x, e->y, e->conv_bwd_filter, e->w,
                                                                clamp_count(max), &returned, perf), err);
+    clear_search_error();
     for (int i = 0; i < returned; i++)
         if (usable(cu, perf[i].status, perf[i].memory, perf[i].determinism, perf[i].mathType, limit) &&
             (best < 0 || perf[i].time < perf[best].time))
@@ -524,8 +533,11 @@ static ct_status conv_backward(ct_backend *be, ct_layer *l, const float *dz, int
 
     const conv_geom *g = &r.g;
     const float one = 1.0f, zero = 0.0f;
+    /* rows = n * oh * ow and few columns: the two-pass sum, its partials in the algorithm
+     * workspace, which nothing else uses at this point of the stream */
     if (l->db)
-        CT_CUDA_CHECK(ct_launch_column_sums(dz, l->db, (long)n * g->oh * g->ow, g->key.f, cu->compute), err);
+        CT_CUDA_CHECK(ct_launch_column_sums_tall(dz, l->db, (long)n * g->oh * g->ow, g->key.f, r.algo_ws,
+                                                 r.algo_ws_bytes, cu->compute), err);
     if (need_filter) {
         st = check_fits(&r, &e->bwd_filter, err);
         if (st != CT_OK)

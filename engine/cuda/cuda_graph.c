@@ -70,7 +70,11 @@ static ct_status capture(ct_cuda *cu, graph_entry *e, ct_step_fn fn, void *ctx, 
 {
     cudaGraph_t graph = NULL;
     /* thread-local: the input pipeline's threads keep calling CUDA while this thread captures */
-    CT_CUDA_CHECK(cudaStreamBeginCapture(cu->compute, cudaStreamCaptureModeThreadLocal), err);
+    cudaError_t begin = cudaStreamBeginCapture(cu->compute, cudaStreamCaptureModeThreadLocal);
+    if (begin != cudaSuccess) {
+        (void)cudaGetLastError();  /* the caller runs fn directly next: its first launch must not see this */
+        return CT_CUDA_STATUS(begin, err);
+    }
     ct_status st = fn(ctx, err);
     cudaError_t end = cudaStreamEndCapture(cu->compute, &graph);
     if (st == CT_OK)
