@@ -66,26 +66,72 @@ static void augment_one(const uint8_t *img, ct_shape s, int pad, crop_plan p, co
     }
 }
 
-// x: (n, h, w, c) float32; y: (n) int32
-void ct_make_batch(const ct_dataset *ds, const long *indices, int n, const ct_augment *aug,
-                   int augmenting, uint64_t augment_seed, float *x, int32_t *y)
+/* ((p / 255) - mean) / std folded into one multiply-add per pixel. */
+void ct_augment_fold(const ct_augment *aug, float *scale, float *bias)
 {
-    ct_shape s = ds->shape;
-    size_t size = ct_shape_size(s);
-    /* ((p / 255) - mean) / std folded into one multiply-add per pixel. */
-    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
     for (int c = 0; c < CT_MAX_CHANNELS; c++) {
         scale[c] = 1.0f / (255.0f * aug->std[c]);
         bias[c] = -aug->mean[c] / aug->std[c];
     }
+}
+
+/* The one per-sample step every batch maker shares: sample k of ds at position i of the batch.
+ * x: (h, w, c) float32 out; y: one label out. */
+static void sample_into(const ct_dataset *ds, long k, int i, const ct_augment *aug, int augmenting,
+                        uint64_t augment_seed, const float *scale, const float *bias, float *x, int32_t *y)
+{
+    ct_shape s = ds->shape;
+    size_t size = ct_shape_size(s);
     int pad = augmenting ? aug->crop_pad : 0;
+    crop_plan p = plan_for(aug, augmenting, augment_seed, i);
+    augment_one(ds->images + (size_t)k * size, s, pad, p, scale, bias, x);
+    *y = ds->labels ? ds->labels[k] : 0; /* images to predict carry no labels */
+}
+
+void ct_make_sample(const ct_dataset *ds, long index, int i, const ct_augment *aug, int augmenting,
+                    uint64_t augment_seed, float *x, int32_t *y)
+{
+    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
+    ct_augment_fold(aug, scale, bias);
+    sample_into(ds, index, i, aug, augmenting, augment_seed, scale, bias, x, y);
+}
+
+// x: (n, h, w, c) float32; y: (n) int32
+void ct_make_batch(const ct_dataset *ds, const long *indices, int n, const ct_augment *aug,
+                   int augmenting, uint64_t augment_seed, float *x, int32_t *y)
+{
+    size_t size = ct_shape_size(ds->shape);
+    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
+    ct_augment_fold(aug, scale, bias);
     #pragma omp parallel for schedule(static)
-    for (int i = 0; i < n; i++) {
-        long k = indices[i];
-        crop_plan p = plan_for(aug, augmenting, augment_seed, i);
-        augment_one(ds->images + (size_t)k * size, s, pad, p, scale, bias, x + (size_t)i * size);
-        y[i] = ds->labels ? ds->labels[k] : 0; /* images to predict carry no labels */
-    }
+    for (int i = 0; i < n; i++)
+        sample_into(ds, indices[i], i, aug, augmenting, augment_seed, scale, bias, x + (size_t)i * size, y + i);
+}
+
+// x: (n, h, w, c) float32; y: (n) int32
+void ct_make_batch_serial(const ct_dataset *ds, const long *indices, int n, const ct_augment *aug,
+                          int augmenting, uint64_t augment_seed, float *x, int32_t *y)
+{
+    size_t size = ct_shape_size(ds->shape);
+    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
+    ct_augment_fold(aug, scale, bias);
+    for (int i = 0; i < n; i++)
+        sample_into(ds, indices[i], i, aug, augmenting, augment_seed, scale, bias, x + (size_t)i * size, y + i);
+}
+
+void ct_make_sample_u8(const ct_dataset *ds, long index, uint8_t *x, int32_t *y)
+{
+    size_t size = ct_shape_size(ds->shape);
+    memcpy(x, ds->images + (size_t)index * size, size);
+    *y = ds->labels ? ds->labels[index] : 0;
+}
+
+// x: (n, h, w, c) uint8; y: (n) int32
+void ct_make_batch_u8(const ct_dataset *ds, const long *indices, int n, uint8_t *x, int32_t *y)
+{
+    size_t size = ct_shape_size(ds->shape);
+    for (int i = 0; i < n; i++)
+        ct_make_sample_u8(ds, indices[i], x + (size_t)i * size, y + i);
 }
 
 void ct_shuffle_indices(long *indices, long count, uint64_t seed, int epoch)

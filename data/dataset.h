@@ -44,6 +44,9 @@ typedef struct ct_augment {
 } ct_augment;
 
 void ct_augment_from_config(ct_augment *aug, const ct_data_config *dc, int channels);
+/* ((p / 255) - mean) / std folded into p * scale + bias per channel (CT_MAX_CHANNELS each): the
+ * one place these floats are computed, so the device's augmentation gets the same bits. */
+void ct_augment_fold(const ct_augment *aug, float *scale, float *bias);
 
 /* Builds one batch.
  * x: (n, h, w, c) float32 out; y: (n) int32 out.
@@ -52,6 +55,19 @@ void ct_augment_from_config(ct_augment *aug, const ct_data_config *dc, int chann
  * and flip 0 (evaluation) only normalises. */
 void ct_make_batch(const ct_dataset *ds, const long *indices, int n, const ct_augment *aug,
                    int augmenting, uint64_t augment_seed, float *x, int32_t *y);
+/* The same batch on the calling thread only (no OpenMP team): for the pipeline's workers, which
+ * are threads of their own. Output identical to ct_make_batch. */
+void ct_make_batch_serial(const ct_dataset *ds, const long *indices, int n, const ct_augment *aug,
+                          int augmenting, uint64_t augment_seed, float *x, int32_t *y);
+/* One sample of a batch: sample `index` of ds at position i of the batch (i picks its crop and flip
+ * draws, see batch.c). x: (h, w, c) float32 out; y: one label out. A batch made sample by sample
+ * equals ct_make_batch's. */
+void ct_make_sample(const ct_dataset *ds, long index, int i, const ct_augment *aug, int augmenting,
+                    uint64_t augment_seed, float *x, int32_t *y);
+/* Raw gather for augmentation on the device: the samples' bytes as stored, (n, h, w, c) uint8,
+ * neither augmented nor normalised (a kernel does both from the batch's augment_seed). */
+void ct_make_batch_u8(const ct_dataset *ds, const long *indices, int n, uint8_t *x, int32_t *y);
+void ct_make_sample_u8(const ct_dataset *ds, long index, uint8_t *x, int32_t *y);
 
 /* Fisher-Yates permutation of 0..count-1 from (seed, epoch). */
 void ct_shuffle_indices(long *indices, long count, uint64_t seed, int epoch);

@@ -108,6 +108,9 @@ ct_status ct_open_file(const char *path, ct_net **out)
 
 static void release_run(ct_net *net)
 {
+    /* the pipeline's ring may be the backend's pinned memory: it goes first */
+    ct_pipeline_destroy(net->pipeline);
+    net->pipeline = NULL;
     ct_graph_free(&net->graph);
     if (net->be)
         net->be->ops->destroy(net->be);
@@ -248,6 +251,40 @@ static ct_status allocate_host(ct_net *net)
     return CT_OK;
 }
 
+static void *pipeline_alloc(void *ctx, size_t bytes) { return ((ct_backend *)ctx)->ops->host_alloc(ctx, bytes); }
+static void pipeline_free(void *ctx, void *p) { ((ct_backend *)ctx)->ops->host_free(ctx, p); }
+
+/* The training batches' pipeline: its ring in the backend's host memory (pinned on the GPU);
+ * device-side augmentation only where there is a device. */
+static ct_status open_pipeline(ct_net *net)
+{
+    ct_pipeline_config pc;
+    ct_pipeline_config_init(&pc, &net->cfg.data, &net->train, &net->augment, net->graph.batch,
+                            net->cfg.train.seed, 1);
+    if (!pc.sync) {
+        pc.host_alloc = pipeline_alloc;
+        pc.host_free = pipeline_free;
+        pc.alloc_ctx = net->be;
+    }
+    if (pc.raw_u8 && net->be->host_memory) {
+        pc.raw_u8 = 0;
+        size_t used = strlen(net->backend_reason);
+        snprintf(net->backend_reason + used, sizeof net->backend_reason - used,
+                 "; augment_on = gpu without a GPU: the workers augment");
+    }
+    net->pipeline_depth = pc.sync || pc.prefetch == 1 ? 1 : 2;
+    ct_augment_params *a = &net->augment_params;
+    *a = (ct_augment_params){.crop_pad = net->augment.crop_pad, .flip = net->augment.flip,
+                             .channels = net->graph.input.c};
+    ct_augment_fold(&net->augment, a->scale, a->bias);
+    return ct_pipeline_create(&net->pipeline, &pc, &net->err);
+}
+
+const char *ct_input_verdict(double share)
+{
+    return share >= 0.20 ? "highly input-bound" : share >= 0.05 ? "moderately input-bound" : "not input-bound";
+}
+
 ct_status ct_prepare(ct_net *net)
 {
     if (!net)
@@ -276,6 +313,10 @@ ct_status ct_prepare(ct_net *net)
                            net->cfg.train.seed, memory_limit(&net->cfg.train), err);
     if (st == CT_OK)
         st = allocate_host(net);
+    if (st == CT_OK)
+        ct_augment_from_config(&net->augment, &net->cfg.data, net->graph.input.c);
+    if (st == CT_OK)
+        st = open_pipeline(net);
     if (st != CT_OK) {
         release_run(net);
         ct_graph_free(&net->graph);
@@ -283,7 +324,6 @@ ct_status ct_prepare(ct_net *net)
         ct_config_free(&net->cfg);
         return st;
     }
-    ct_augment_from_config(&net->augment, &net->cfg.data, net->graph.input.c);
     net->last_test_accuracy = -1.0;
     net->prepared = 1;
     return CT_OK;

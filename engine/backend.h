@@ -9,6 +9,13 @@
 
 typedef struct ct_backend ct_backend;
 
+/* What device-side augmentation needs of data/dataset.h's ct_augment (the engine does not see
+ * data/): crop padding, flip, and the normalisation folded to x * scale + bias per channel. */
+typedef struct ct_augment_params {
+    int crop_pad, flip, channels;
+    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
+} ct_augment_params;
+
 /* The optimizer over the flat parameter buffer: fixed for a run. What changes every step (the
  * learning rate, Adam's step count) comes through set_step, so that a captured step replays. */
 typedef struct ct_optim_step {
@@ -27,6 +34,18 @@ typedef struct ct_step_scalars {
     float bias1, bias2;      /* Adam's bias corrections 1 - beta1^t, 1 - beta2^t (ct_adam_bias) */
     uint64_t dropout_seed;   /* dropout masks of this step: ct_uniform(seed, layer index, i) */
 } ct_step_scalars;
+
+/* One batch handed to input_submit. */
+typedef struct ct_input_batch {
+    int n;
+    ct_shape shape;               /* per sample */
+    const float *x;               /* (n, h, w, c) fp32, ready; or NULL with x_u8 */
+    const uint8_t *x_u8;          /* (n, h, w, c) uint8 as stored, for device-side augmentation */
+    const int32_t *y;             /* (n) */
+    const ct_augment_params *aug; /* with x_u8: crop, flip and normalisation */
+    int augment;                  /* with x_u8: 1 = draw crops and flips, 0 = normalise only */
+    uint64_t augment_seed;
+} ct_input_batch;
 
 /* The work of one training step, run directly or captured once and replayed (run_step). */
 typedef ct_status (*ct_step_fn)(void *ctx, ct_err *err);
@@ -53,6 +72,18 @@ typedef struct ct_backend_ops {
     ct_status (*input_host)(ct_backend *be, float **host_x, int32_t **host_y, ct_err *err);
     ct_status (*input_commit)(ct_backend *be, float *dst_x, int32_t *dst_y, size_t x_bytes,
                               size_t y_bytes, ct_err *err);
+
+    /* Host memory for the input pipeline's ring, callable from any thread (pinned and portable on
+     * the GPU, so copies from it overlap; plain aligned memory on the CPU). NULL on failure. */
+    void *(*host_alloc)(ct_backend *be, size_t bytes);
+    void (*host_free)(ct_backend *be, void *ptr);
+    /* A batch assembled elsewhere (the pipeline's ring) into the network's fixed input buffers, in
+     * stream order before the next step's work: fp32 samples, or uint8 ones augmented and
+     * normalised on the device (b->x_u8). *ticket names the copy: input_wait(ticket) returns once
+     * the copy has read the host memory, which may then be reused. */
+    ct_status (*input_submit)(ct_backend *be, const ct_input_batch *b, float *dst_x, int32_t *dst_y,
+                              long *ticket, ct_err *err);
+    ct_status (*input_wait)(ct_backend *be, long ticket, ct_err *err);
 
     /* The scalars of the step about to run (before run_step or the ops of an uncaptured step). */
     ct_status (*set_step)(ct_backend *be, const ct_step_scalars *s, ct_err *err);

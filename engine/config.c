@@ -25,7 +25,8 @@
 _Static_assert(sizeof(ct_activation) == sizeof(int) && sizeof(ct_layer_type) == sizeof(int) &&
                    sizeof(ct_padding) == sizeof(int) && sizeof(ct_init) == sizeof(int) &&
                    sizeof(ct_optimizer) == sizeof(int) && sizeof(ct_schedule) == sizeof(int) &&
-                   sizeof(ct_precision) == sizeof(int) && sizeof(ct_data_format) == sizeof(int),
+                   sizeof(ct_precision) == sizeof(int) && sizeof(ct_data_format) == sizeof(int) &&
+                   sizeof(ct_augment_on) == sizeof(int) && sizeof(ct_pipeline_mode) == sizeof(int),
                "enums must be int-sized");
 
 /* ---- the words of each enum, in enum order ---- */
@@ -39,6 +40,8 @@ static const char *const init_names[] = {"auto", "he", "glorot", NULL};
 static const char *const optimizer_names[] = {"sgd", "momentum", "adam", "adamw", NULL};
 static const char *const schedule_names[] = {"constant", "step", "cosine", NULL};
 static const char *const precision_names[] = {"fp32", "fp16", NULL};
+static const char *const augment_on_names[] = {"cpu", "gpu", NULL};
+static const char *const pipeline_names[] = {"parallel", "sync", NULL};
 
 _Static_assert(sizeof activation_names / sizeof *activation_names == CT_ACT_COUNT + 1, "activation names");
 _Static_assert(sizeof layer_type_names / sizeof *layer_type_names == CT_LAYER_TYPE_COUNT + 1, "layer names");
@@ -98,6 +101,7 @@ static ct_status parse_normalize(const value_ctx *, const key_spec *, const char
 static ct_status parse_augment(const value_ctx *, const key_spec *, const char *, void *);
 static ct_status parse_shape(const value_ctx *, const key_spec *, const char *, void *);
 static ct_status parse_batch(const value_ctx *, const key_spec *, const char *, void *);
+static ct_status parse_auto_count(const value_ctx *, const key_spec *, const char *, void *);
 static ct_status parse_devices(const value_ctx *, const key_spec *, const char *, void *);
 static ct_status parse_graph(const value_ctx *, const key_spec *, const char *, void *);
 static ct_status parse_memory(const value_ctx *, const key_spec *, const char *, void *);
@@ -130,6 +134,17 @@ static const key_spec data_keys[] = {
      .flags = HAS_MIN, .min = 0},
     {.name = "train_limit", .kind = K_LONG, .offset = D(train_limit), .def = "0", .flags = HAS_MIN, .min = 0},
     {.name = "test_limit", .kind = K_LONG, .offset = D(test_limit), .def = "0", .flags = HAS_MIN, .min = 0},
+    /* the input pipeline: worker threads (auto sizes the pool from measured rates), the prefetch
+     * ring's depth in batches, where augmentation runs, the naive mode, the last partial batch */
+    {.name = "workers", .kind = K_CUSTOM, .parse = parse_auto_count, .offset = D(workers), .def = "auto",
+     .flags = HAS_MIN | HAS_MAX, .min = 1, .max = 256},
+    {.name = "prefetch", .kind = K_CUSTOM, .parse = parse_auto_count, .offset = D(prefetch), .def = "auto",
+     .flags = HAS_MIN | HAS_MAX, .min = 1, .max = 64},
+    {.name = "augment_on", .kind = K_ENUM, .offset = D(augment_on), .def = "cpu", .names = augment_on_names,
+     .label = "augment_on"},
+    {.name = "pipeline", .kind = K_ENUM, .offset = D(pipeline), .def = "parallel", .names = pipeline_names,
+     .label = "pipeline"},
+    {.name = "drop_last", .kind = K_BOOL, .offset = D(drop_last), .def = "off"},
 };
 
 static const key_spec train_keys[] = {
@@ -757,6 +772,22 @@ static ct_status parse_batch(const value_ctx *vc, const key_spec *ks, const char
     if (st == CT_OK)
         ((ct_train_config *)base)->batch = (int)v;
     return st;
+}
+
+/* auto | N (an int; auto is stored as 0), N within the row's range. */
+static ct_status parse_auto_count(const value_ctx *vc, const key_spec *ks, const char *text, void *base)
+{
+    int *dst = (int *)((char *)base + ks->offset);
+    if (strcmp(text, "auto") == 0) {
+        *dst = 0;
+        return CT_OK;
+    }
+    long v;
+    if (strict_long(text, &v) != 0 || v < (long)ks->min || v > (long)ks->max)
+        return fail_value(vc, "bad value '%s' for %s; expected auto or a number from %g to %g", text, ks->name,
+                          ks->min, ks->max);
+    *dst = (int)v;
+    return CT_OK;
 }
 
 /* devices = cpu | all | 0,1,... stored without spaces. */

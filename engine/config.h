@@ -44,6 +44,18 @@ void ct_ini_free(ct_ini *ini);
 #define CT_MAX_INPUTS 2
 #define CT_MAX_CHANNELS 4
 
+/* [data] augment_on: where crop/flip/normalise run. */
+typedef enum ct_augment_on {
+    CT_AUGMENT_ON_CPU,       /* the pipeline's workers write float32 batches */
+    CT_AUGMENT_ON_GPU        /* uint8 batches are shipped (4x fewer bytes); a kernel augments */
+} ct_augment_on;
+
+/* [data] pipeline: how batches are made. */
+typedef enum ct_pipeline_mode {
+    CT_PIPELINE_PARALLEL,    /* worker threads and a prefetch ring */
+    CT_PIPELINE_SYNC         /* the naive mode: one thread, per sample, pageable memory, no prefetch */
+} ct_pipeline_mode;
+
 typedef struct ct_data_config {
     ct_data_format format;
     /* Paths resolved against the config file's folder (absolute paths kept). For cifar10 `train`
@@ -58,6 +70,12 @@ typedef struct ct_data_config {
     int classes;             /* synthetic: number of classes */
     long count, test_count;  /* synthetic: samples */
     long train_limit, test_limit;  /* use only the first N samples, 0 = all */
+    /* the input pipeline (data/pipeline.h) */
+    int workers;             /* workers = auto | N: worker threads, 1..256; 0 = auto */
+    int prefetch;            /* prefetch = auto | N: ring depth in batches, 1..64; 0 = auto */
+    ct_augment_on augment_on;    /* augment_on = cpu | gpu (default cpu) */
+    ct_pipeline_mode pipeline;   /* pipeline = parallel | sync (default parallel) */
+    int drop_last;           /* drop_last = on | off: drop each epoch's last partial batch (default off) */
     int line;                /* line of [data], for messages */
 } ct_data_config;
 

@@ -50,6 +50,10 @@ typedef struct ct_epoch_stats {
     double images_per_s;    /* training images per second of the epoch's train loop */
     double seconds;         /* wall-clock seconds of the epoch, evaluation included */
     double learning_rate;   /* at the epoch's last step */
+    /* Share of the train loop's time spent waiting for input batches, and the pipeline that made
+     * them (workers 0: pipeline = sync). See ct_input_verdict. */
+    double input_wait_share;
+    int input_workers, input_prefetch;
 } ct_epoch_stats;
 
 /* Progress within an epoch, passed to the step callback every `step_every` steps and at the
@@ -60,6 +64,7 @@ typedef struct ct_progress {
     double loss, accuracy;  /* running means over the epoch so far */
     double images_per_s;
     double seconds;         /* since the epoch started */
+    double input_wait_share;/* of the epoch so far */
 } ct_progress;
 
 /* A callback returns 0 to go on, non-zero to stop training (ct_fit then returns CT_ERR_STOPPED). */
@@ -88,6 +93,10 @@ typedef struct ct_layer_info {
     double flops;           /* forward FLOPs per sample (a multiply-add counts 2) */
     long activation_bytes;  /* bytes per sample kept for backward */
 } ct_layer_info;
+
+/* The TensorFlow Profiler's reading of an input wait share: "highly input-bound" (>= 20%),
+ * "moderately input-bound" (>= 5%) or "not input-bound". */
+const char *ct_input_verdict(double input_wait_share);
 
 const char *ct_version(void);
 const char *ct_status_name(ct_status status);

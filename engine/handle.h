@@ -4,6 +4,7 @@
 #define CT_HANDLE_H
 
 #include "../data/dataset.h"
+#include "../data/pipeline.h"
 #include "net.h"
 
 struct ct_net {
@@ -20,6 +21,9 @@ struct ct_net {
     char backend_reason[512];
 
     ct_augment augment;
+    ct_augment_params augment_params; /* the same, for device-side augmentation */
+    ct_pipeline *pipeline;   /* training batches */
+    int pipeline_depth;      /* its ring depth: 1 means a slot must go back before the next */
     long *order;             /* (train.count) this epoch's sample order */
     long *eval_order;        /* (batch) indices of one evaluation batch */
 

@@ -14,8 +14,9 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Salts that keep the random streams of different purposes apart. */
-enum { SALT_AUGMENT = 0x41554700, SALT_DROPOUT = 0x44524f50 };
+/* Salts that keep the random streams of different purposes apart (the augmentation's is the
+ * pipeline's CT_PIPELINE_SALT_AUGMENT). */
+enum { SALT_DROPOUT = 0x44524f50 };
 
 /* Assembles samples idx[0..n) into the backend's host staging and commits them to g->x and
  * g->labels, in stream order before the next step's work. */
@@ -109,7 +110,7 @@ static ct_status non_finite_failure(ct_net *net, int n, ct_err *err)
 /* Progress without stalling the device: the figures are those of the last snapshot that has
  * completed, with the image count it was taken at. */
 static int report_progress(const ct_callbacks *cb, ct_net *net, long done, long steps, long images,
-                           double started, ct_err *err, ct_status *st)
+                           double started, double waited, ct_err *err, ct_status *st)
 {
     double loss_sum = 0.0;
     long correct = 0, seen = -1;
@@ -122,53 +123,106 @@ static int report_progress(const ct_callbacks *cb, ct_net *net, long done, long 
         .steps_per_epoch = steps, .loss = seen > 0 ? loss_sum / seen : 0.0,
         .accuracy = seen > 0 ? (double)correct / seen : 0.0,
         .images_per_s = seconds > 0 ? images / seconds : 0.0, .seconds = seconds,
+        .input_wait_share = seconds > 0 ? waited / seconds : 0.0,
     };
     return cb->on_step(&p, cb->user);
+}
+
+/* The pipeline slot whose batch is being copied to the device: it goes back to the workers once
+ * the copy has read it, which is by the next batch's hand-over (the copy overlaps a step). */
+typedef struct held_batch {
+    int slot;                /* -1: none */
+    long ticket;
+} held_batch;
+
+static ct_status give_back(ct_net *net, held_batch *h, ct_err *err)
+{
+    ct_status st = CT_OK;
+    if (h->slot >= 0) {
+        st = net->be->ops->input_wait(net->be, h->ticket, err);
+        ct_pipeline_release(net->pipeline, h->slot);
+        h->slot = -1;
+    }
+    return st;
+}
+
+/* Hands the pipeline's next batch to the backend; *n = its size (0: the epoch has no more). */
+static ct_status feed(ct_net *net, held_batch *h, int *n, double *waited, ct_err *err)
+{
+    ct_graph *g = &net->graph;
+    ct_batch_view v;
+    double wait = 0.0;
+    ct_status st = ct_pipeline_next(net->pipeline, &v, &wait, err);
+    *waited += wait;
+    *n = st == CT_OK ? v.n : 0;
+    if (st != CT_OK || v.n == 0)
+        return st;
+    ct_input_batch in = {
+        .n = v.n, .shape = g->input, .x = v.x, .x_u8 = v.x_u8, .y = v.y, .aug = &net->augment_params,
+        .augment = v.augment, .augment_seed = v.augment_seed,
+    };
+    long ticket = 0;
+    st = net->be->ops->input_submit(net->be, &in, g->x, g->labels, &ticket, err);
+    /* the previous batch's copy ran while the step before this one computed: its slot is free */
+    ct_status back = give_back(net, h, err);
+    *h = (held_batch){v.slot, ticket};
+    if (st == CT_OK)
+        st = back;
+    /* with one slot (sync mode, prefetch 1) or a copy already done (the CPU), return it at once */
+    if (st == CT_OK && (net->be->host_memory || net->pipeline_depth < 2))
+        st = give_back(net, h, err);
+    return st;
 }
 
 static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *es)
 {
     ct_err *err = &net->err;
     const ct_train_config *t = &net->cfg.train;
-    const ct_dataset *ds = &net->train;
-    int batch = net->graph.batch;
-    long steps = (ds->count + batch - 1) / batch;
+    long steps = ct_pipeline_batches(net->pipeline);
     long every = cb && cb->step_every > 0 ? cb->step_every : 20;
-    double loss_sum = 0.0, started = now_seconds();
+    double loss_sum = 0.0, started = now_seconds(), waited = 0.0;
     long correct = 0, images = 0;
-    int last_n = batch;      /* size of the last batch, whose activations a failure inspects */
+    int last_n = net->graph.batch;   /* size of the last batch, whose activations a failure inspects */
     float lr = t->learning_rate;
+    held_batch held = {-1, 0};
     ct_status st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 1, err);
 
-    ct_shuffle_indices(net->order, ds->count, t->seed, net->epoch);
     /* a checkpoint saved mid-epoch resumes at the batch after it: the order is a function of
      * (seed, epoch), so the remaining batches are the ones the interrupted run would have seen */
     long first = net->step - (long)net->epoch * steps;
     if (first < 0 || first >= steps)
         first = 0;
+    if (st == CT_OK)
+        st = ct_pipeline_start_epoch(net->pipeline, net->epoch, first, err);
     for (long b = first; b < steps && st == CT_OK; b++) {
-        int n = (int)(ds->count - b * batch < batch ? ds->count - b * batch : batch);
+        int n = 0;
+        st = feed(net, &held, &n, &waited, err);
+        if (st != CT_OK || n == 0)
+            break;
         last_n = n;
-        uint64_t aug_seed = ct_hash3(t->seed, SALT_AUGMENT, (uint64_t)net->epoch * (uint64_t)steps + (uint64_t)b);
-        st = ct_train_stage_batch(net, ds, net->order + b * batch, n, 1, aug_seed, err);
         lr = ct_schedule_lr(t, net->step, steps);
-        if (st == CT_OK)
-            st = ct_train_step(net, n, lr, err);
+        st = ct_train_step(net, n, lr, err);
         images += n;
         /* where reading back is free, catch a divergence at its step, before anything saves it;
          * elsewhere it is caught at the next metrics read */
         if (st == CT_OK && net->be->host_memory &&
             (st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 0, err)) == CT_OK && !isfinite(loss_sum))
-            return non_finite_failure(net, n, err);
+            st = non_finite_failure(net, n, err);
         if (st == CT_OK && cb && cb->on_step && ((b + 1) % every == 0 || b + 1 == steps)) {
-            int stop = report_progress(cb, net, b + 1, steps, images, started, err, &st);
+            int stop = report_progress(cb, net, b + 1, steps, images, started, waited, err, &st);
             if (st == CT_OK && stop)
-                return ct_fail(err, CT_ERR_STOPPED, "training stopped by the step callback");
+                st = ct_fail(err, CT_ERR_STOPPED, "training stopped by the step callback");
         }
         if (st == CT_OK && cb && cb->after_step && cb->after_step(net, net->step, cb->user))
-            return ct_fail(err, CT_ERR_STOPPED, "training stopped after step %ld (epoch %d)", net->step,
-                           net->epoch + 1);
+            st = ct_fail(err, CT_ERR_STOPPED, "training stopped after step %ld (epoch %d)", net->step,
+                         net->epoch + 1);
     }
+    /* whatever ended the loop, no worker keeps running and no slot stays lent out */
+    ct_err ignored;
+    if (give_back(net, &held, st == CT_OK ? err : &ignored) != CT_OK && st == CT_OK)
+        st = err->status;
+    if (st != CT_OK)
+        ct_pipeline_stop(net->pipeline);
     if (st == CT_OK)
         st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 1, err);
     if (st != CT_OK)
@@ -179,10 +233,13 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
 
     *es = (ct_epoch_stats){
         .epoch = net->epoch + 1, .epochs = t->epochs, .step = net->step,
-        .loss = loss_sum / (double)images, .train_accuracy = (double)correct / (double)images,
+        .loss = images ? loss_sum / (double)images : 0.0,
+        .train_accuracy = images ? (double)correct / (double)images : 0.0,
         .test_loss = -1.0, .test_accuracy = -1.0,
         .images_per_s = train_seconds > 0 ? images / train_seconds : 0.0, .learning_rate = lr,
+        .input_wait_share = train_seconds > 0 ? waited / train_seconds : 0.0,
     };
+    ct_pipeline_info(net->pipeline, &es->input_workers, &es->input_prefetch, NULL);
     if (net->test.count > 0) {
         ct_eval_result r;
         st = ct_train_evaluate(net, &net->test, &r);

@@ -180,6 +180,11 @@ static void test_synthetic_and_defaults(void)
         "test_count = 0\n"
         "normalize = 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8\n"
         "augment = none\n"
+        "workers = 4\n"
+        "prefetch = 64\n"
+        "augment_on = gpu\n"
+        "pipeline = sync\n"
+        "drop_last = on\n"
         "[train]\n"
         "optimizer = sgd\n"
         "weight_decay = 0.0005\n"
@@ -206,6 +211,8 @@ static void test_synthetic_and_defaults(void)
     CHECK_NEAR(cfg.data.mean[3], 0.4, 1e-7);
     CHECK_NEAR(cfg.data.std[0], 0.5, 1e-7);
     CHECK(cfg.data.crop_pad == 0 && cfg.data.flip == 0);
+    CHECK(cfg.data.workers == 4 && cfg.data.prefetch == 64 && cfg.data.augment_on == CT_AUGMENT_ON_GPU);
+    CHECK(cfg.data.pipeline == CT_PIPELINE_SYNC && cfg.data.drop_last == 1);
     CHECK(cfg.data.train == NULL && cfg.data.test == NULL);
     CHECK(cfg.train.optimizer == CT_OPT_SGD);
     CHECK_NEAR(cfg.train.weight_decay, 0.0005, 1e-9);
@@ -244,6 +251,9 @@ static void test_synthetic_and_defaults(void)
     CHECK(d->classes == 10 && d->count == 1000 && d->test_count == 200);
     CHECK(d->n_normalize == 0 && d->crop_pad == 0 && d->flip == 0);
     CHECK(d->train_limit == 0 && d->test_limit == 0);
+    /* the input pipeline: auto pool and depth, augmentation on the CPU, parallel, keep the last batch */
+    CHECK(d->workers == 0 && d->prefetch == 0 && d->augment_on == CT_AUGMENT_ON_CPU);
+    CHECK(d->pipeline == CT_PIPELINE_PARALLEL && d->drop_last == 0);
     CHECK(cfg.n_layers == 1 && cfg.layers[0].activation == CT_ACT_LINEAR && cfg.layers[0].bias == 1);
     CHECK(cfg.layers[0].init == CT_INIT_AUTO && cfg.layers[0].n_inputs == 0 && cfg.layers[0].line == 3);
     ct_config_free(&cfg);
@@ -284,12 +294,23 @@ static void test_set(void)
     CHECK(ct_ini_set(&ini, "train.batch", "128", &err) == CT_OK);
     CHECK(ct_ini_set(&ini, "train.epochs", " 2 ", &err) == CT_OK);
     CHECK(ct_ini_set(&ini, "conv1.filters", "8", &err) == CT_OK);
+    CHECK(ct_ini_set(&ini, "data.workers", "8", &err) == CT_OK);
+    CHECK(ct_ini_set(&ini, "data.pipeline", "sync", &err) == CT_OK);
     ct_status st = ct_config_load(&cfg, &ini, &err);
     CHECK_MSG(st == CT_OK, "%s", err.msg);
     if (st == CT_OK) {
         CHECK(cfg.train.batch == 128 && cfg.train.epochs == 2 && cfg.layers[0].filters == 8);
+        CHECK(cfg.data.workers == 8 && cfg.data.pipeline == CT_PIPELINE_SYNC);
         ct_config_free(&cfg);
     }
+    CHECK(ct_ini_set(&ini, "data.workers", "auto", &err) == CT_OK);
+    CHECK(ct_ini_set(&ini, "data.prefetch", "0", &err) == CT_OK);
+    st = ct_config_load(&cfg, &ini, &err);
+    CHECK(st == CT_ERR_CONFIG && err.line == 0);
+    CHECK_MSG(ct_contains(err.msg, "--set data.prefetch: bad value '0' for prefetch; expected auto or a number "
+                                   "from 1 to 64"),
+              "%s", err.msg);
+    CHECK(ct_ini_set(&ini, "data.prefetch", "auto", &err) == CT_OK);
 
     /* a bad override is blamed on --set, not on a line of the file */
     CHECK(ct_ini_set(&ini, "train.batch", "0", &err) == CT_OK);
@@ -433,6 +454,19 @@ static const bad_case bad_cases[] = {
     {"normalize too many", SYN "normalize = 1,1,1,1,1,1,1,1,1,1\n" FC, 3, "at most 4 channels"},
     {"shape channels", SYN "shape = 8, 8, 5\n" FC, 3, "shape channels must be between 1 and 4, got 5"},
     {"shape count", SYN "shape = 8, 8\n" FC, 3, "shape needs 3 numbers"},
+    /* the input pipeline */
+    {"workers 0", SYN "workers = 0\n" FC, 3, "bad value '0' for workers; expected auto or a number from 1 to 256"},
+    {"workers 257", SYN "workers = 257\n" FC, 3, "bad value '257' for workers; expected auto or a number from 1 to 256"},
+    {"workers word", SYN "workers = many\n" FC, 3, "bad value 'many' for workers"},
+    {"workers negative", SYN "workers = -2\n" FC, 3, "bad value '-2' for workers"},
+    {"prefetch 65", SYN "prefetch = 65\n" FC, 3, "bad value '65' for prefetch; expected auto or a number from 1 to 64"},
+    {"prefetch 2.5", SYN "prefetch = 2.5\n" FC, 3, "bad value '2.5' for prefetch"},
+    {"augment_on typo", SYN "augment_on = gpus\n" FC, 3,
+     "unknown augment_on 'gpus' (did you mean 'gpu'?); expected one of: cpu, gpu"},
+    {"pipeline typo", SYN "pipeline = async\n" FC, 3,
+     "unknown pipeline 'async' (did you mean 'sync'?); expected one of: parallel, sync"},
+    {"drop_last word", SYN "drop_last = sometimes\n" FC, 3, "bad boolean 'sometimes' for drop_last"},
+    {"workers in [train]", SYN "[train]\nworkers = 2\n" FC, 4, "unknown key 'workers' in [train]"},
     /* devices */
     {"devices = gpu9", SYN "[train]\ndevices = gpu9\n" FC, 4, "bad devices 'gpu9'"},
     {"devices twice", SYN "[train]\ndevices = 0,0\n" FC, 4, "device 0 is listed twice"},

@@ -25,9 +25,13 @@ int cli_on_step(const ct_progress *p, void *user)
     format_rate(p->images_per_s, rate, sizeof rate);
     double eta = p->step_in_epoch ? p->seconds * (double)(p->steps_per_epoch - p->step_in_epoch) /
                                         (double)p->step_in_epoch : 0.0;
-    printf("\repoch %d/%d [%s] %ld/%ld loss %.4f acc %.4f %s img/s ETA %d:%02d  ", p->epoch, p->epochs,
+    printf("\repoch %d/%d [%s] %ld/%ld loss %.4f acc %.4f %s img/s ETA %d:%02d", p->epoch, p->epochs,
            bar, p->step_in_epoch, p->steps_per_epoch, p->loss, p->accuracy, rate, (int)eta / 60,
            (int)eta % 60);
+    /* the TensorFlow Profiler's "moderately input-bound" threshold: below it, say nothing */
+    if (p->input_wait_share >= 0.05)
+        printf(" input-bound %.0f%%", 100.0 * p->input_wait_share);
+    printf("  ");
     fflush(stdout);
     return 0;
 }
@@ -43,7 +47,11 @@ int cli_on_epoch(const ct_epoch_stats *s, void *user)
         printf("epoch %d/%d: loss %.4f train_acc %.4f", s->epoch, s->epochs, s->loss, s->train_accuracy);
         if (s->test_accuracy >= 0)
             printf(" test_loss %.4f test_acc %.4f", s->test_loss, s->test_accuracy);
-        printf(" %s img/s %.1f s\n", rate, s->seconds);
+        printf(" %s img/s %.1f s", rate, s->seconds);
+        if (s->input_wait_share >= 0.05)
+            printf(" (%s: %.0f%% of the time waiting for input, %d workers)", ct_input_verdict(s->input_wait_share),
+                   100.0 * s->input_wait_share, s->input_workers);
+        printf("\n");
         fflush(stdout);
     }
     if (pr->log) {
@@ -56,9 +64,11 @@ int cli_on_epoch(const ct_epoch_stats *s, void *user)
         fprintf(pr->log,
                 "{\"epoch\": %d, \"epochs\": %d, \"step\": %ld, \"loss\": %.6f, \"train_accuracy\": %.6f, "
                 "\"test_loss\": %s, \"test_accuracy\": %s, \"images_per_s\": %.1f, "
-                "\"seconds\": %.3f, \"learning_rate\": %.8g}\n",
+                "\"seconds\": %.3f, \"learning_rate\": %.8g, \"input_wait_share\": %.4f, "
+                "\"input_verdict\": \"%s\", \"input_workers\": %d, \"input_prefetch\": %d}\n",
                 s->epoch, s->epochs, s->step, s->loss, s->train_accuracy, test_loss, test_acc,
-                s->images_per_s, s->seconds, s->learning_rate);
+                s->images_per_s, s->seconds, s->learning_rate, s->input_wait_share,
+                ct_input_verdict(s->input_wait_share), s->input_workers, s->input_prefetch);
         fflush(pr->log);
     }
     return 0;

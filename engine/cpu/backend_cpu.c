@@ -85,6 +85,30 @@ static ct_status cpu_input_commit(ct_backend *be, float *dst_x, int32_t *dst_y, 
     return CT_OK;
 }
 
+static void *cpu_host_alloc(ct_backend *be, size_t bytes)
+{
+    return cpu_alloc(be, bytes);
+}
+
+// b->x: (n, h, w, c) fp32; the CPU backend trains on host memory, so this is one copy
+static ct_status cpu_input_submit(ct_backend *be, const ct_input_batch *b, float *dst_x, int32_t *dst_y,
+                                  long *ticket, ct_err *err)
+{
+    (void)be;
+    if (!b->x)
+        return ct_fail(err, CT_ERR_INTERNAL, "cpu backend: uint8 batches are augmented on the host, not here");
+    memcpy(dst_x, b->x, (size_t)b->n * ct_shape_size(b->shape) * sizeof(float));
+    memcpy(dst_y, b->y, (size_t)b->n * sizeof(int32_t));
+    *ticket = 0;
+    return CT_OK;
+}
+
+static ct_status cpu_input_wait(ct_backend *be, long ticket, ct_err *err)
+{
+    (void)be; (void)ticket; (void)err;
+    return CT_OK;  /* the copy was done by input_submit */
+}
+
 static ct_status cpu_set_step(ct_backend *be, const ct_step_scalars *s, ct_err *err)
 {
     (void)err;
@@ -351,6 +375,10 @@ static const ct_backend_ops cpu_ops = {
     .input_reserve = cpu_input_reserve,
     .input_host = cpu_input_host,
     .input_commit = cpu_input_commit,
+    .host_alloc = cpu_host_alloc,
+    .host_free = cpu_free,
+    .input_submit = cpu_input_submit,
+    .input_wait = cpu_input_wait,
     .set_step = cpu_set_step,
     .run_step = cpu_run_step,
     .forward = cpu_forward,

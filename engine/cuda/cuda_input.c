@@ -19,6 +19,7 @@ struct ct_input_ring {
     cudaEvent_t consumed[INPUT_SLOTS]; /* the compute stream has taken the slot's device copy */
     int next;                          /* the slot input_host hands out next */
     int current;                       /* the slot handed out and not yet committed, or -1 */
+    long tickets;                      /* input_submit's copies so far; ticket t used slot (t-1) % 2 */
 };
 
 void ct_cuda_input_free(ct_cuda *cu)
@@ -99,5 +100,71 @@ ct_status ct_cuda_input_commit(ct_backend *be, float *dst_x, int32_t *dst_y, siz
     CT_CUDA_CHECK(cudaMemcpyAsync(dst_x, r->dev_x[slot], x_bytes, cudaMemcpyDeviceToDevice, cu->compute), err);
     CT_CUDA_CHECK(cudaMemcpyAsync(dst_y, r->dev_y[slot], y_bytes, cudaMemcpyDeviceToDevice, cu->compute), err);
     CT_CUDA_CHECK(cudaEventRecord(r->consumed[slot], cu->compute), err);
+    return CT_OK;
+}
+
+/* Callable from the pipeline's worker threads: selects the device first (a thread's current
+ * device starts at 0), and asks for portable memory, pinned for every context. */
+void *ct_cuda_host_alloc(ct_backend *be, size_t bytes)
+{
+    void *p = NULL;
+    if (cudaSetDevice(ct_cuda_of(be)->device) != cudaSuccess ||
+        cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+        (void)cudaGetLastError();  /* reported by the caller as out of memory, not by the next launch */
+        return NULL;
+    }
+    return p;
+}
+
+void ct_cuda_host_free(ct_backend *be, void *ptr)
+{
+    (void)be;
+    if (ptr)
+        cudaFreeHost(ptr);
+}
+
+// b->x: (n, h, w, c) fp32 or b->x_u8: uint8, b->y: (n) int32, host; dst_x, dst_y: device
+ct_status ct_cuda_input_submit(ct_backend *be, const ct_input_batch *b, float *dst_x, int32_t *dst_y, long *ticket,
+                               ct_err *err)
+{
+    ct_cuda *cu = ct_cuda_of(be);
+    ct_input_ring *r = cu->input;
+    if (!r)
+        return ct_fail(err, CT_ERR_INTERNAL, "cuda backend: input_submit before input_reserve");
+    size_t samples = (size_t)b->n * ct_shape_size(b->shape);
+    size_t x_bytes = samples * (b->x ? sizeof(float) : 1), y_bytes = (size_t)b->n * sizeof(int32_t);
+    if (x_bytes > r->x_cap || y_bytes > r->y_cap || (!b->x && (!b->x_u8 || !b->aug)))
+        return ct_fail(err, CT_ERR_INTERNAL, "cuda backend: a bad %d-sample batch for input_submit", b->n);
+    int slot = r->next;
+    r->next = (slot + 1) % INPUT_SLOTS;
+    const void *src = b->x ? (const void *)b->x : (const void *)b->x_u8;
+    CT_CUDA_CHECK(cudaStreamWaitEvent(cu->copy, r->consumed[slot], 0), err);
+    CT_CUDA_CHECK(cudaMemcpyAsync(r->dev_x[slot], src, x_bytes, cudaMemcpyHostToDevice, cu->copy), err);
+    CT_CUDA_CHECK(cudaMemcpyAsync(r->dev_y[slot], b->y, y_bytes, cudaMemcpyHostToDevice, cu->copy), err);
+    CT_CUDA_CHECK(cudaEventRecord(r->copied[slot], cu->copy), err);
+    CT_CUDA_CHECK(cudaStreamWaitEvent(cu->compute, r->copied[slot], 0), err);
+    if (b->x) {
+        CT_CUDA_CHECK(cudaMemcpyAsync(dst_x, r->dev_x[slot], x_bytes, cudaMemcpyDeviceToDevice, cu->compute), err);
+    } else {
+        /* a quarter of the bytes crossed the bus; crops, flips and normalisation happen here */
+        const ct_augment_params *a = b->aug;
+        CT_CUDA_CHECK(ct_launch_augment_u8((const unsigned char *)r->dev_x[slot], dst_x, b->n, b->shape.h,
+                                           b->shape.w, b->shape.c, a->crop_pad, a->flip, b->augment, a->scale,
+                                           a->bias, (unsigned long long)b->augment_seed, cu->compute), err);
+    }
+    CT_CUDA_CHECK(cudaMemcpyAsync(dst_y, r->dev_y[slot], y_bytes, cudaMemcpyDeviceToDevice, cu->compute), err);
+    CT_CUDA_CHECK(cudaEventRecord(r->consumed[slot], cu->compute), err);
+    *ticket = ++r->tickets;
+    return CT_OK;
+}
+
+/* Copies run in order on the copy stream, so waiting for the slot's latest copy covers an older
+ * ticket of the same slot too. */
+ct_status ct_cuda_input_wait(ct_backend *be, long ticket, ct_err *err)
+{
+    ct_input_ring *r = ct_cuda_of(be)->input;
+    if (!r || ticket <= 0)
+        return CT_OK;
+    CT_CUDA_CHECK(cudaEventSynchronize(r->copied[(ticket - 1) % INPUT_SLOTS]), err);
     return CT_OK;
 }

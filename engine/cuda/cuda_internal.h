@@ -96,5 +96,10 @@ ct_status ct_cuda_input_reserve(ct_backend *be, size_t x_bytes, size_t y_bytes, 
 ct_status ct_cuda_input_host(ct_backend *be, float **host_x, int32_t **host_y, ct_err *err);
 ct_status ct_cuda_input_commit(ct_backend *be, float *dst_x, int32_t *dst_y, size_t x_bytes, size_t y_bytes,
                                ct_err *err);
+void *ct_cuda_host_alloc(ct_backend *be, size_t bytes);
+void ct_cuda_host_free(ct_backend *be, void *ptr);
+ct_status ct_cuda_input_submit(ct_backend *be, const ct_input_batch *b, float *dst_x, int32_t *dst_y, long *ticket,
+                               ct_err *err);
+ct_status ct_cuda_input_wait(ct_backend *be, long ticket, ct_err *err);
 
 #endif
