@@ -254,20 +254,25 @@ static ct_status allocate_host(ct_net *net)
 static void *pipeline_alloc(void *ctx, size_t bytes) { return ((ct_backend *)ctx)->ops->host_alloc(ctx, bytes); }
 static void pipeline_free(void *ctx, void *p) { ((ct_backend *)ctx)->ops->host_free(ctx, p); }
 
-/* The training batches' pipeline: its ring in the backend's host memory (pinned on the GPU);
- * device-side augmentation only where there is a device. */
+void ct_net_pipeline_config(ct_net *net, ct_pipeline_config *pc)
+{
+    ct_pipeline_config_init(pc, &net->cfg.data, &net->train, &net->augment, net->graph.batch,
+                            net->cfg.train.seed, 1);
+    if (!pc->sync) {
+        pc->host_alloc = pipeline_alloc;
+        pc->host_free = pipeline_free;
+        pc->alloc_ctx = net->be;
+    }
+    if (net->be->host_memory)
+        pc->raw_u8 = 0;
+}
+
+/* The training batches' pipeline, and the augmentation parameters a device needs. */
 static ct_status open_pipeline(ct_net *net)
 {
     ct_pipeline_config pc;
-    ct_pipeline_config_init(&pc, &net->cfg.data, &net->train, &net->augment, net->graph.batch,
-                            net->cfg.train.seed, 1);
-    if (!pc.sync) {
-        pc.host_alloc = pipeline_alloc;
-        pc.host_free = pipeline_free;
-        pc.alloc_ctx = net->be;
-    }
-    if (pc.raw_u8 && net->be->host_memory) {
-        pc.raw_u8 = 0;
+    ct_net_pipeline_config(net, &pc);
+    if (net->cfg.data.augment_on == CT_AUGMENT_ON_GPU && !pc.raw_u8) {
         size_t used = strlen(net->backend_reason);
         snprintf(net->backend_reason + used, sizeof net->backend_reason - used,
                  "; augment_on = gpu without a GPU: the workers augment");

@@ -1,4 +1,4 @@
-/* ct_bench: training steps timed in stream order (CUDA events on the GPU), on real batches kept in
+/* ct_bench_input: the input pipeline alone. ct_bench: training steps timed in stream order (CUDA events on the GPU), on real batches kept in
  * backend memory and cycled the way the PyTorch peer keeps its data on the GPU, so the figure is
  * the model's speed and not the host's batch assembly. */
 #include <math.h>
@@ -125,6 +125,29 @@ ct_status ct_bench(ct_net *net, int warmup, long steps, ct_bench_result *out)
         .batch = g->batch, .steps = done, .ms_per_step = total / (double)done, .ms_per_step_min = best,
         .images_per_s = total > 0 ? (double)g->batch * (double)done / (total / 1000.0) : 0.0,
         .graph = be->graphs,
+    };
+    return CT_OK;
+}
+
+ct_status ct_bench_input(ct_net *net, long warmup, long batches, ct_input_bench_result *out)
+{
+    if (!net)
+        return CT_ERR_USAGE;
+    if (!out || warmup < 0 || batches <= 0)
+        return ct_fail(&net->err, CT_ERR_USAGE, "ct_bench_input: needs a result and batches > 0, warmup >= 0");
+    ct_status st = ct_prepare(net);
+    if (st != CT_OK)
+        return st;
+    ct_train_apply_threads(net);
+    ct_pipeline_config pc;   /* training's, ring memory included (pinned on the GPU) */
+    ct_net_pipeline_config(net, &pc);
+    ct_pipeline_bench_result r;
+    st = ct_pipeline_bench(&pc, warmup, batches, &r, &net->err);
+    if (st != CT_OK)
+        return st;
+    *out = (ct_input_bench_result){
+        .batches = r.batches, .images = r.images, .images_per_s = r.images_per_s, .seconds = r.seconds,
+        .workers = r.workers, .prefetch = r.prefetch, .sync = r.sync,
     };
     return CT_OK;
 }

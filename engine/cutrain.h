@@ -169,6 +169,19 @@ typedef struct ct_bench_result {
  * prepare a fresh handle for training afterwards. */
 ct_status ct_bench(ct_net *net, int warmup, long steps, ct_bench_result *out);
 
+typedef struct ct_input_bench_result {
+    long batches, images;    /* timed */
+    double images_per_s;
+    double seconds;
+    int workers, prefetch;   /* what ran (auto's choice); workers 0 with pipeline = sync */
+    int sync;
+} ct_input_bench_result;
+
+/* The input pipeline alone, no model (`cutrain bench --input-only`): `warmup` then `batches`
+ * training batches made as the config says (workers, prefetch, pipeline, augment_on, augment),
+ * each handed back at once, timed on the host clock. */
+ct_status ct_bench_input(ct_net *net, long warmup, long batches, ct_input_bench_result *out);
+
 /* ---- GPU health (cutrain doctor) ---- */
 
 #define CT_DOCTOR_MAX_GPUS 16

@@ -32,6 +32,10 @@ struct ct_net {
     double last_test_accuracy; /* of the last evaluation after an epoch, -1 when none */
 };
 
+/* The training pipeline's config: [data]'s keys, the backend's host memory for its ring, device
+ * augmentation only where there is a device. */
+void ct_net_pipeline_config(ct_net *net, ct_pipeline_config *pc);
+
 /* Loads the config and builds the graph (shapes only, data probed not loaded). */
 ct_status ct_net_build_graph(ct_net *net);
 

@@ -1,5 +1,6 @@
 /* cutrain bench: training images/s and milliseconds per step after warm-up, as one JSON line,
- * for side-by-side tables with the PyTorch peer (tools/device_check.sh). */
+ * for side-by-side tables with the PyTorch peer (tools/device_check.sh); with --input-only, the
+ * input pipeline's images/s alone. */
 #include <stdio.h>
 
 #include "cli.h"
@@ -25,6 +26,20 @@ int cmd_bench(const cli_options *opt)
         return rc;
     long steps = opt->steps > 0 ? opt->steps : 100;
     int warmup = opt->warmup >= 0 ? (int)opt->warmup : 20;
+    if (opt->input_only) {
+        ct_input_bench_result r;
+        ct_status st = ct_bench_input(net, warmup, steps, &r);
+        if (st != CT_OK)
+            return cli_fail(net, st);
+        printf("{\"config\": ");
+        json_string(stdout, opt->config);
+        printf(", \"input_only\": true, \"pipeline\": \"%s\", \"workers\": %d, \"prefetch\": %d, "
+               "\"batch\": %d, \"batches\": %ld, \"images_per_s\": %.0f, \"seconds\": %.3f}\n",
+               r.sync ? "sync" : "parallel", r.workers, r.prefetch, ct_batch_size(net), r.batches,
+               r.images_per_s, r.seconds);
+        ct_close(net);
+        return CLI_OK;
+    }
     ct_bench_result r;
     ct_status st = ct_bench(net, warmup, steps, &r);
     if (st != CT_OK)

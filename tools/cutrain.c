@@ -12,7 +12,7 @@ static void usage(FILE *out)
             "       cutrain eval --config FILE [options]\n"
             "       cutrain summary --config FILE [options]\n"
             "       cutrain predict --config FILE --weights CKPT --images IDX [--out CSV]\n"
-            "       cutrain bench --config FILE [--steps N] [--batch B] [--warmup N]\n"
+            "       cutrain bench --config FILE [--steps N] [--batch B] [--warmup N] [--input-only]\n"
             "       cutrain doctor\n"
             "\n"
             "commands:\n"
@@ -37,6 +37,7 @@ static void usage(FILE *out)
             "      --out CSV             predict: write here instead of standard output\n"
             "      --steps N             bench: timed steps (default 100)\n"
             "      --warmup N            bench: untimed steps first (default 20)\n"
+            "      --input-only          bench: the input pipeline alone (batches/s, no model)\n"
             "      --batch B             same as --set train.batch=B\n"
             "  -q, --quiet               print only errors and the final result\n"
             "  -h, --help                this help\n"
@@ -73,8 +74,8 @@ static int check_combination(const cli_options *opt)
 {
     int train = strcmp(opt->command, "train") == 0, predict = strcmp(opt->command, "predict") == 0;
     const char *misplaced = NULL;
-    if (strcmp(opt->command, "bench") != 0 && (opt->steps || opt->warmup >= 0))
-        misplaced = opt->steps ? "--steps" : "--warmup";
+    if (strcmp(opt->command, "bench") != 0 && (opt->steps || opt->warmup >= 0 || opt->input_only))
+        misplaced = opt->steps ? "--steps" : opt->input_only ? "--input-only" : "--warmup";
     else if (!train && opt->checkpoint_dir)
         misplaced = "--checkpoint";
     else if (!train && opt->resume)
@@ -175,6 +176,8 @@ static int parse_args(int argc, char **argv, cli_options *opt)
         } else if (is_option(arg, NULL, "--warmup")) {
             if (!(value = option_value(argc, argv, &i)) || (opt->warmup = parse_count("--warmup", value, 0)) < 0)
                 return CLI_USAGE;
+        } else if (is_option(arg, NULL, "--input-only")) {
+            opt->input_only = 1;
         } else if (is_option(arg, NULL, "--batch")) {
             if (!(value = option_value(argc, argv, &i)) || parse_count("--batch", value, 1) < 0)
                 return CLI_USAGE;
