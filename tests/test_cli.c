@@ -54,7 +54,9 @@ int main(void)
         records++;
         CHECK(ct_contains(line, "\"epoch\": ") && ct_contains(line, "\"loss\": ") &&
               ct_contains(line, "\"train_accuracy\": ") && ct_contains(line, "\"test_accuracy\": 0.") &&
-              ct_contains(line, "\"images_per_s\": ") && ct_contains(line, "\"seconds\": "));
+              ct_contains(line, "\"images_per_s\": ") && ct_contains(line, "\"seconds\": ") &&
+              ct_contains(line, "\"input_wait_share\": 0.") && ct_contains(line, "input-bound\"") &&
+              ct_contains(line, "\"input_workers\": "));
     }
     if (f)
         fclose(f);
@@ -76,6 +78,13 @@ int main(void)
               "got: %s", out);
     CHECK_MSG(run("bench --config net.ini --batch many") == 2 && ct_contains(out, "--batch"), "got: %s", out);
     CHECK_MSG(run("eval --config net.ini --steps 3") == 2 && ct_contains(out, "--steps does not apply to 'eval'"),
+              "got: %s", out);
+    CHECK_MSG(run("bench --input-only --config net.ini --steps 5 --set data.workers=2") == 0 &&
+              ct_contains(out, "\"input_only\": true") && ct_contains(out, "\"workers\": 2") &&
+              ct_contains(out, "\"batches\": 5"), "got: %s", out);
+    CHECK_MSG(run("bench --input-only --config net.ini --steps 5 --set data.pipeline=sync") == 0 &&
+              ct_contains(out, "\"pipeline\": \"sync\"") && ct_contains(out, "\"workers\": 0"), "got: %s", out);
+    CHECK_MSG(run("train --config net.ini --input-only") == 2 && ct_contains(out, "--input-only does not apply"),
               "got: %s", out);
     CHECK_MSG(run("doctor --config net.ini") == 2 && ct_contains(out, "doctor takes no config"), "got: %s", out);
 
