@@ -9,7 +9,8 @@
 # 2. records `nvidia-smi -q` and `cutrain doctor`, runs the gpu-labelled tests, trains
 #    models/fmnist_cnn.ini on the GPU;
 # 3. benchmarks cutrain and PyTorch (PEER_DIR/torch_peer.py) side by side, fp32, same model, batch,
-#    data and optimizer (SGD momentum 0.9, lr 0.01);
+#    data and optimizer (SGD momentum 0.9, lr 0.01); then fmnist_cnn at batch 512 fed by the CPU
+#    input pipeline (crop+flip) against PyTorch's DataLoader with 8 workers, with GPU utilization;
 # 4. writes full logs to $OUT (else ./device_check_out) and prints a Markdown table last.
 # Every stage runs under `timeout` and later stages run whatever happened before; the exit status
 # is non-zero when any stage failed.
@@ -368,6 +369,42 @@ for i in "${!settings[@]}"; do
     fi
 done
 
+# ---- 3b. the input pipeline feeding the GPU (issue: input pipeline) ------------------------------
+# fmnist_cnn fp32 at batch 512 with crop+flip+normalise on the CPU workers, as the advice's user
+# had it, against PyTorch's DataLoader with 8 workers; GPU utilization sampled by nvidia-smi.
+# gpu_util_mean FILE: the mean of nvidia-smi's samples after the first two seconds (start-up).
+gpu_util_mean() {
+    "$PYJ" -c 'import sys
+v = [float(l) for l in open(sys.argv[1]) if l.strip().replace(".", "", 1).isdigit()]
+v = v[20:] or v
+print("%.1f" % (sum(v) / len(v)) if v else "null")' "$1" 2>/dev/null || echo null
+}
+PIPE_SETS=(--set train.batch=512 --set train.epochs=3 --set "data.augment=crop:2, flip" "${OPT_SETS[@]}")
+if ((BIN_OK)) && command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 >"$TMP/util.txt" 2>/dev/null &
+    smi=$!
+    cutrain_stage "pipeline cutrain fmnist_cnn b512" "$T_TRAIN" "$LOG" --config models/fmnist_cnn.ini \
+        --devices 0 "${DATA_SETS[@]}" "${PIPE_SETS[@]}" --log "$TMP/pipeline.jsonl"
+    prc=$STAGE_RC
+    kill "$smi" 2>/dev/null || true
+    wait "$smi" 2>/dev/null || true
+    util=$(gpu_util_mean "$TMP/util.txt")
+    line=$(json_line "$TMP/pipeline.jsonl" 2>/dev/null || echo "")
+    say "      pipeline: $line, mean GPU util $util"
+    record cutrain-pipeline fmnist_cnn 512 1 "$prc" \
+        "$("$PYJ" -c 'import json, sys
+d = json.loads(sys.argv[1]) if sys.argv[1] else {}
+d["gpu_util"] = None if sys.argv[2] == "null" else float(sys.argv[2])
+print(json.dumps(d))' "$line" "$util" 2>/dev/null || echo null)"
+else
+    stage_failed "pipeline cutrain fmnist_cnn b512" "skipped, no cutrain build or no nvidia-smi"
+fi
+if [[ -f $PEER/torch_peer.py ]]; then
+    bench_one pytorch-pipeline "pipeline pytorch fmnist_cnn b512 (8 workers)" fmnist_cnn 512 1 \
+        env PYTHONUNBUFFERED=1 "$PY" "$PEER/torch_peer.py" --model fmnist_cnn --batch 512 --pipeline 8 \
+        --precision fp32 --data "$DATA" --seconds 5 || true
+fi
+
 # ---- 4. the table ------------------------------------------------------------------------------
 # shellcheck disable=SC2016 # Python, not shell: nothing to expand
 TABLE_PY='
@@ -494,7 +531,7 @@ if last is None:
     t = "FAIL: no epoch logged (exit %d)" % train_rc
 else:
     acc = last.get("test_accuracy")
-    t = "final test accuracy %s (target 0.910), epoch %s/%s, train loss %s, %s img/s" % (
+    t = "final test accuracy %s (target 0.916), epoch %s/%s, train loss %s, %s img/s" % (
         "%.4f" % acc if num(acc) else "null", last.get("epoch"), last.get("epochs"),
         "%.4f" % last["loss"] if num(last.get("loss")) else "?",
         rate(last["images_per_s"]) if num(last.get("images_per_s")) else "?")
@@ -512,6 +549,25 @@ v = ("PASS" if doctor_rc == 0 else "FAIL (exit %d)" % doctor_rc)
 if pick:
     v += ": " + pick[-1][:200]
 lines.append("- doctor: " + v)
+
+# the input pipeline: cutrain training at batch 512 with CPU augmentation vs the PyTorch DataLoader
+cp = [r.get("result") for r in recs if r.get("source") == "cutrain-pipeline" and isinstance(r.get("result"), dict)]
+pp = [r.get("result") for r in recs if r.get("source") == "pytorch-pipeline" and isinstance(r.get("result"), dict)]
+t = []
+if cp and num(cp[-1].get("images_per_s")):
+    c = cp[-1]
+    t.append("cutrain %s img/s at %s GPU, input wait %.1f%% (%s, %s workers)" % (
+        rate(c["images_per_s"]), "%.0f%%" % c["gpu_util"] if num(c.get("gpu_util")) else "n/a",
+        100 * c.get("input_wait_share", 0), c.get("input_verdict", "?"), c.get("input_workers", "?")))
+else:
+    t.append("cutrain FAIL")
+if pp and num(pp[-1].get("img_s")):
+    p = pp[-1]
+    t.append("PyTorch DataLoader (8 workers) %s img/s at %s GPU" % (
+        rate(p["img_s"]), "%.0f%%" % p["gpu_util"] if num(p.get("gpu_util")) else "n/a"))
+else:
+    t.append("PyTorch FAIL")
+lines.append("- input pipeline (fmnist_cnn fp32, batch 512, crop+flip+normalise on the CPU): " + "; ".join(t))
 
 lines.append("- result: " + ("PASS" if not fails else "FAIL (%d): %s" % (len(fails), "; ".join(fails))))
 text = "\n".join(lines) + "\n"
