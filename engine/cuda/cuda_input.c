@@ -1,4 +1,4 @@
-/* Input staging: two pinned host buffers the trainer assembles batches into, two device staging
+/* Input staging: three pinned host buffers the trainer assembles batches into, three device staging
  * buffers, and events that order them. A batch's host-to-device copy runs on the copy stream while
  * the compute stream still works on the previous step; the compute stream then waits for it and
  * moves it into the network's fixed input buffers (a device-to-device copy, cheap next to a step),
@@ -7,7 +7,7 @@
 
 #include "cuda_internal.h"
 
-enum { INPUT_SLOTS = 2 };
+enum { INPUT_SLOTS = 3 };  /* the host may run up to this many batches ahead of the device */
 
 struct ct_input_ring {
     size_t x_cap, y_cap;
@@ -19,7 +19,7 @@ struct ct_input_ring {
     cudaEvent_t consumed[INPUT_SLOTS]; /* the compute stream has taken the slot's device copy */
     int next;                          /* the slot input_host hands out next */
     int current;                       /* the slot handed out and not yet committed, or -1 */
-    long tickets;                      /* input_submit's copies so far; ticket t used slot (t-1) % 2 */
+    long tickets;                      /* input_submit's copies so far; a ticket encodes its slot */
 };
 
 void ct_cuda_input_free(ct_cuda *cu)
@@ -69,7 +69,7 @@ ct_status ct_cuda_input_host(ct_backend *be, float **host_x, int32_t **host_y, c
     if (!r)
         return ct_fail(err, CT_ERR_INTERNAL, "cuda backend: input_host before input_reserve");
     int slot = r->next;
-    /* the copy that last read this host buffer was enqueued two batches ago: usually long done */
+    /* the copy that last read this host buffer was enqueued INPUT_SLOTS batches ago: long done */
     CT_CUDA_CHECK(cudaEventSynchronize(r->copied[slot]), err);
     r->current = slot;
     *host_x = r->host_x[slot];
@@ -154,17 +154,17 @@ ct_status ct_cuda_input_submit(ct_backend *be, const ct_input_batch *b, float *d
     }
     CT_CUDA_CHECK(cudaMemcpyAsync(dst_y, r->dev_y[slot], y_bytes, cudaMemcpyDeviceToDevice, cu->compute), err);
     CT_CUDA_CHECK(cudaEventRecord(r->consumed[slot], cu->compute), err);
-    *ticket = ++r->tickets;
+    *ticket = ++r->tickets * INPUT_SLOTS + slot;
     return CT_OK;
 }
 
 /* Copies run in order on the copy stream, so waiting for the slot's latest copy covers an older
- * ticket of the same slot too. */
+ * ticket of the same slot too (input_commit may have used the slot since). */
 ct_status ct_cuda_input_wait(ct_backend *be, long ticket, ct_err *err)
 {
     ct_input_ring *r = ct_cuda_of(be)->input;
     if (!r || ticket <= 0)
         return CT_OK;
-    CT_CUDA_CHECK(cudaEventSynchronize(r->copied[(ticket - 1) % INPUT_SLOTS]), err);
+    CT_CUDA_CHECK(cudaEventSynchronize(r->copied[ticket % INPUT_SLOTS]), err);
     return CT_OK;
 }
