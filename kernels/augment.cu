@@ -20,16 +20,14 @@
 #include "engine/config.h"
 #include "engine/rng.h"
 #include "kernels.h"
+#include "launch.cuh"
 
 namespace {
 
 constexpr int kMaxChannels = 4;  // kernels.h documents c <= 4
 static_assert(kMaxChannels == CT_MAX_CHANNELS, "the kernel's normalisation holds CT_MAX_CHANNELS channels");
 
-constexpr int kThreads = 256;
-// Bounded grids, as in elementwise.cu: enough blocks to fill any current GPU several times over;
-// the grid-stride loops do the rest. Also keeps e + stride below 2^32 in the kernel.
-constexpr long long kMaxBlocks = 8192;
+using namespace ct_launch;  // kThreads, kMaxBlocks (which also keep e + stride below 2^32 here)
 constexpr long long kMaxGridY = 65535;  // CUDA's limit on gridDim.y
 
 // The host's folded normalisation, passed by value (kernel parameters live in constant memory).

@@ -16,6 +16,7 @@
 #include "engine/rng.h"
 #include "engine/types.h"
 #include "kernels.h"
+#include "launch.cuh"
 
 // The launchers take the activation as a plain int; these pin the values they rely on.
 static_assert(CT_ACT_LINEAR == 0 && CT_ACT_RELU == 1 && CT_ACT_LEAKY == 2 && CT_ACT_SIGMOID == 3 &&
@@ -24,18 +25,7 @@ static_assert(CT_ACT_LINEAR == 0 && CT_ACT_RELU == 1 && CT_ACT_LEAKY == 2 && CT_
 
 namespace {
 
-constexpr int kThreads = 256;
-// Enough blocks to fill any current GPU several times over; the grid-stride loops do the rest.
-// Keeping the grid bounded also keeps i + stride far from overflowing a 32-bit index.
-constexpr long long kMaxBlocks = 8192;
-
-unsigned blocks_for(long long work)
-{
-    long long b = (work + kThreads - 1) / kThreads;
-    return (unsigned)(b < kMaxBlocks ? b : kMaxBlocks);
-}
-
-bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+using namespace ct_launch;
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;

@@ -10,21 +10,11 @@
 #include <cuda_runtime.h>
 
 #include "kernels.h"
+#include "launch.cuh"
 
 namespace {
 
-constexpr int kThreads = 256;
-// Enough blocks to fill any current GPU several times over; the grid-stride loops do the rest.
-// Keeping the grid bounded also keeps i + stride far from overflowing a 32-bit index.
-constexpr long long kMaxBlocks = 8192;
-
-unsigned blocks_for(long long work)
-{
-    long long b = (work + kThreads - 1) / kThreads;
-    return (unsigned)(b < kMaxBlocks ? b : kMaxBlocks);
-}
-
-bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+using namespace ct_launch;
 
 // ---- SGD ----
 

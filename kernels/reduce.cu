@@ -9,23 +9,13 @@
 #include <cuda_runtime.h>
 
 #include "kernels.h"
+#include "launch.cuh"
 
 namespace {
 
-constexpr int kThreads = 256;
+using namespace ct_launch;
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
-// Enough blocks to fill any current GPU several times over; the grid-stride loops do the rest.
-// Keeping the grid bounded also keeps i + stride far from overflowing a 32-bit index.
-constexpr long long kMaxBlocks = 8192;
-
-unsigned blocks_for(long long work)
-{
-    long long b = (work + kThreads - 1) / kThreads;
-    return (unsigned)(b < kMaxBlocks ? b : kMaxBlocks);
-}
-
-bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 // All exponent bits set: inf or NaN. Tested on the bits, not with isfinite, which fast-math
 // builds may fold to true.

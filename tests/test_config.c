@@ -456,7 +456,8 @@ static const bad_case bad_cases[] = {
     {"shape count", SYN "shape = 8, 8\n" FC, 3, "shape needs 3 numbers"},
     /* the input pipeline */
     {"workers 0", SYN "workers = 0\n" FC, 3, "bad value '0' for workers; expected auto or a number from 1 to 256"},
-    {"workers 257", SYN "workers = 257\n" FC, 3, "bad value '257' for workers; expected auto or a number from 1 to 256"},
+    {"workers 257", SYN "workers = 257\n" FC, 3,
+     "bad value '257' for workers; expected auto or a number from 1 to 256"},
     {"workers word", SYN "workers = many\n" FC, 3, "bad value 'many' for workers"},
     {"workers negative", SYN "workers = -2\n" FC, 3, "bad value '-2' for workers"},
     {"prefetch 65", SYN "prefetch = 65\n" FC, 3, "bad value '65' for prefetch; expected auto or a number from 1 to 64"},

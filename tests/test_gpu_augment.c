@@ -18,30 +18,12 @@
 #include <cuda_runtime.h>
 
 #include "data/dataset.h"
-#include "engine/cuda/cuda_device.h"
+#include "tests/gpu_test.h"
 #include "kernels/kernels.h"
 
-/* Setup calls that must work for the test to mean anything: fail the whole program on error. */
-#define GPU_OK(call) do { \
-    cudaError_t rc_ = (cudaError_t)(call); \
-    if (rc_ != cudaSuccess) { \
-        fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, \
-                cudaGetErrorString(rc_), cudaGetErrorName(rc_)); \
-        exit(1); \
-    } \
-} while (0)
 
 enum { MAX_BATCH = 256, MAX_SAMPLE = 32 * 32 * 3 };
 
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-    return p;
-}
 
 /* Host and device buffers for one batch of up to MAX_BATCH samples of MAX_SAMPLE elements. */
 typedef struct bufs {
@@ -212,12 +194,9 @@ static void check_bad_arguments(bufs *b)
 
 int main(void)
 {
-    int count = 0;
-    char why[256] = "";
-    if (ct_cuda_devices(&count, why, sizeof why) != CT_OK || count == 0) {
-        printf("skipped: %s\n", why);
-        return 77;
-    }
+    int absent = ct_gpu_test_absent();
+    if (absent)
+        return absent;
 
     bufs b;
     memset(&b, 0, sizeof b);

@@ -5,7 +5,7 @@
 #include "tests/test_util.h"
 
 #ifdef CUTRAIN_HAVE_CUDA
-#include "engine/cuda/cuda_device.h"
+#include "tests/gpu_test.h"
 
 enum { N = 300, K = 10, P = 5000 };
 
@@ -41,12 +41,9 @@ static double max_rel_diff(const float *a, const float *b, size_t n)
 
 int main(void)
 {
-    int count = 0;
-    char why[256] = "";
-    if (ct_cuda_devices(&count, why, sizeof why) != CT_OK || count == 0) {
-        printf("skipped: %s\n", why);
-        return 77;
-    }
+    int absent = ct_gpu_test_absent();
+    if (absent)
+        return absent;
     ct_err err;
     ct_backend *cpu = NULL, *gpu = NULL;
     CHECK(ct_cpu_backend_create(&cpu, &err) == CT_OK);

@@ -3,17 +3,12 @@
 #include "tests/e2e_common.h"
 
 #ifdef CUTRAIN_HAVE_CUDA
-#include "engine/cuda/cuda_device.h"
+#include "tests/gpu_test.h"
 
 int main(void)
 {
-    int count = 0;
-    char why[256] = "";
-    if (ct_cuda_devices(&count, why, sizeof why) != CT_OK || count == 0) {
-        printf("skipped: %s\n", why);
-        return 77;
-    }
-    return e2e_run_on("fmnist_cnn.ini", 0.916, "0");
+    int absent = ct_gpu_test_absent();
+    return absent ? absent : e2e_run_on("fmnist_cnn.ini", 0.916, "0");
 }
 #else
 int main(void)

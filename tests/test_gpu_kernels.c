@@ -23,20 +23,11 @@
 #include <cuda_runtime.h>
 
 #include "engine/cpu/cpu_ops.h"
-#include "engine/cuda/cuda_device.h"
+#include "tests/gpu_test.h"
 #include "engine/rng.h"
 #include "engine/types.h"
 #include "kernels/kernels.h"
 
-/* Setup calls that must work for the test to mean anything: fail the whole program on error. */
-#define GPU_OK(call) do { \
-    cudaError_t rc_ = (cudaError_t)(call); \
-    if (rc_ != cudaSuccess) { \
-        fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, \
-                cudaGetErrorString(rc_), cudaGetErrorName(rc_)); \
-        exit(1); \
-    } \
-} while (0)
 
 #define REL_TOL 1e-5
 
@@ -44,15 +35,6 @@ static ct_rng rng = { 12345 };
 
 static float uniform(float lo, float hi) { return lo + (hi - lo) * ct_rng_uniform(&rng); }
 
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-    return p;
-}
 
 static void *dev_alloc(size_t bytes)
 {
@@ -987,16 +969,9 @@ int main(void)
 {
     ct_err err;
     ct_err_clear(&err);
-    int count = 0;
-    char reason[256];
-    if (ct_cuda_devices(&count, reason, sizeof reason) != CT_OK) {
-        fprintf(stderr, "test_gpu_kernels: %s\n", reason);
-        return 1;
-    }
-    if (count == 0) {
-        printf("skipped: no usable CUDA device: %s\n", reason);
-        return 77;
-    }
+    int absent = ct_gpu_test_absent();
+    if (absent)
+        return absent;
     char name[256];
     size_t mem = 0;
     int driver = 0, runtime = 0;
@@ -1008,7 +983,7 @@ int main(void)
     }
     ct_cuda_version_format(driver, dv, sizeof dv);
     ct_cuda_version_format(runtime, rv, sizeof rv);
-    printf("device 0 of %d: %s, %.1f GiB; driver CUDA %s, runtime %s\n", count, name,
+    printf("device 0: %s, %.1f GiB; driver CUDA %s, runtime %s\n", name,
            (double)mem / (1024.0 * 1024.0 * 1024.0), dv, rv);
     CHECK(name[0] != '\0' && mem > 0 && runtime > 0 && driver >= runtime);
 

@@ -16,7 +16,7 @@
 #include "tests/test_util.h"
 
 #ifdef CUTRAIN_HAVE_CUDA
-#include "engine/cuda/cuda_device.h"
+#include "tests/gpu_test.h"
 
 enum { CLASSES = 5 };
 
@@ -38,15 +38,6 @@ enum {
 static ct_rng rng = {20251129};
 static unsigned case_counter;
 
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-    return p;
-}
 
 static float uniform(float lo, float hi) { return lo + (hi - lo) * ct_rng_uniform(&rng); }
 
@@ -683,12 +674,9 @@ static void optimizer_cases(void)
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* figures and failures interleave in order in a log */
-    int count = 0;
-    char why[256] = "";
-    if (ct_cuda_devices(&count, why, sizeof why) != CT_OK || count == 0) {
-        printf("skipped: %s\n", why[0] ? why : "no CUDA device");
-        return 77;
-    }
+    int absent = ct_gpu_test_absent();
+    if (absent)
+        return absent;
     dense_cases();
     conv_cases();
     pool_cases();

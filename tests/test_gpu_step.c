@@ -17,7 +17,7 @@
 #include "tests/test_util.h"
 
 #ifdef CUTRAIN_HAVE_CUDA
-#include "engine/cuda/cuda_device.h"
+#include "tests/gpu_test.h"
 
 enum { K = 6, BATCH = 32, PARTIAL = 27, EVAL_N = 13, CLASSES = 10 };
 enum { SALT_DROPOUT = 0x44524f50 };  /* train.c's salt for the dropout seeds */
@@ -36,15 +36,6 @@ static const char *const NET =
     "[fc]\ntype = dense\nunits = 32\nactivation = relu\n"
     "[out]\ntype = dense\nunits = 10\n";
 
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-    return p;
-}
 
 /* What one step's work needs; the step function gets it as its context. */
 typedef struct step_ctx {
@@ -371,12 +362,9 @@ static void shape_changes(step_ctx *c, const ct_train_config *tc)
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* figures and failures interleave in order in a log */
-    int count = 0;
-    char why[256] = "";
-    if (ct_cuda_devices(&count, why, sizeof why) != CT_OK || count == 0) {
-        printf("skipped: %s\n", why[0] ? why : "no CUDA device");
-        return 77;
-    }
+    int absent = ct_gpu_test_absent();
+    if (absent)
+        return absent;
     ct_net *net = NULL;
     ct_status st = ct_open_string(NET, "step.ini", &net);
     if (st == CT_OK)

@@ -35,27 +35,10 @@ static char *path_in(const char *name)
     return p;
 }
 
-static unsigned char *slurp(const char *path, long *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    *len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)*len + 1);
-    if (buf && fread(buf, 1, (size_t)*len, f) != (size_t)*len) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    return buf;
-}
-
 static int same_file(const char *a, const char *b)
 {
     long la = 0, lb = 0;
-    unsigned char *pa = slurp(a, &la), *pb = slurp(b, &lb);
+    unsigned char *pa = ct_slurp(a, &la), *pb = ct_slurp(b, &lb);
     int same = pa && pb && la == lb && memcmp(pa, pb, (size_t)la) == 0;
     free(pa);
     free(pb);
@@ -142,7 +125,7 @@ static void test_refusals(void)
 
     /* a truncated copy and a corrupted copy */
     long len = 0;
-    unsigned char *bytes = slurp(path_in("a.ckpt"), &len);
+    unsigned char *bytes = ct_slurp(path_in("a.ckpt"), &len);
     CHECK(bytes != NULL && len > 100);
     FILE *f = fopen(path_in("short.ckpt"), "wb");
     fwrite(bytes, 1, (size_t)len / 2, f);

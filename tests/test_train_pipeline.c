@@ -38,23 +38,6 @@ static int on_epoch(const ct_epoch_stats *s, void *user)
     return 0;
 }
 
-static unsigned char *slurp(const char *path, long *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    *len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)*len + 1);
-    if (buf && fread(buf, 1, (size_t)*len, f) != (size_t)*len) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    return buf;
-}
-
 /* Trains with the given [data] overrides and saves to dir/name; returns the log. */
 static run_log train(const char *name, const char *const *sets, int n_sets)
 {
@@ -82,7 +65,7 @@ static int same_file(const char *a, const char *b)
     snprintf(pa, sizeof pa, "%s/%s.ckpt", dir, a);
     snprintf(pb, sizeof pb, "%s/%s.ckpt", dir, b);
     long la = 0, lb = 0;
-    unsigned char *x = slurp(pa, &la), *y = slurp(pb, &lb);
+    unsigned char *x = ct_slurp(pa, &la), *y = ct_slurp(pb, &lb);
     int same = x && y && la == lb && memcmp(x, y, (size_t)la) == 0;
     free(x);
     free(y);

@@ -40,6 +40,24 @@ static inline const char *ct_fmnist_dir(void)
     return d && *d ? d : "/usr/share/datasets/fashion-mnist";
 }
 
+/* A whole file into fresh memory (free it), its size into *len; NULL when it cannot be read. */
+static inline unsigned char *ct_slurp(const char *path, long *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    *len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = *len >= 0 ? malloc((size_t)*len + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)*len, f) != (size_t)*len) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
 static inline int ct_test_done(void)
 {
     printf("%d passed, %d failed\n", ct_test_passed, ct_test_failed);

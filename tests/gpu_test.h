@@ -1,0 +1,50 @@
+/* What the GPU tests share: skipping (exit 77) where no GPU is visible, setup calls that abort
+ * the program when they fail (nothing after them would mean anything), and host allocation that
+ * cannot fail silently. Include inside #ifdef CUTRAIN_HAVE_CUDA. */
+#ifndef CT_GPU_TEST_H
+#define CT_GPU_TEST_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cuda_runtime.h>
+
+#include "engine/cuda/cuda_device.h"
+
+#define GPU_OK(call) do { \
+    cudaError_t rc_ = (cudaError_t)(call); \
+    if (rc_ != cudaSuccess) { \
+        fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, \
+                cudaGetErrorString(rc_), cudaGetErrorName(rc_)); \
+        exit(1); \
+    } \
+} while (0)
+
+static inline void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+/* 0 when a CUDA device is visible; else prints why and returns the exit code: 77 (skipped)
+ * without a device, 1 when the devices could not even be counted. */
+static inline int ct_gpu_test_absent(void)
+{
+    int count = 0;
+    char why[256] = "";
+    if (ct_cuda_devices(&count, why, sizeof why) != CT_OK) {
+        fprintf(stderr, "cannot count CUDA devices: %s\n", why);
+        return 1;
+    }
+    if (count == 0) {
+        printf("skipped: %s\n", why[0] ? why : "no CUDA device");
+        return 77;
+    }
+    return 0;
+}
+
+#endif
