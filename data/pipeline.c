@@ -554,6 +554,8 @@ static ct_status next_sync(ct_pipeline *p, ct_batch_view *out, double t0, double
     p->next_out++;
     p->sync_held = 1;
     double wait = now_seconds() - t0;
+    p->fill_seconds += wait;   /* the caller is the one producer */
+    p->fill_images += n;
     p->wait_total += wait;
     p->delivered++;
     p->delivered_images += n;
