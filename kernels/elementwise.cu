@@ -182,17 +182,16 @@ struct Accumulate {
 constexpr int kSumCols = 32;
 constexpr int kSumRows = 32;
 
-// dy: (rows, c); db: (c) += column sums
-__global__ void __launch_bounds__(kSumCols * kSumRows)
-column_sums_kernel(const float *dy, float *db, long long rows, int c)
+// dy: (rows, c); column col = blockIdx.x * kSumCols + tx summed over rows [first, last) in the
+// order above; the result is valid in the row-0 lanes. Every thread of the block must call it.
+__device__ double block_column_sum(const float *dy, long long first, long long last, int c, long long col)
 {
     __shared__ double part[kSumRows][kSumCols];  // a warp is one ty: it touches one contiguous row
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const long long col = (long long)blockIdx.x * kSumCols + tx;
     double acc = 0.0;
     if (col < c) {
 #pragma unroll 4
-        for (long long r = ty; r < rows; r += kSumRows)
+        for (long long r = first + ty; r < last; r += kSumRows)
             acc += dy[r * c + col];
     }
     part[ty][tx] = acc;
@@ -202,8 +201,17 @@ column_sums_kernel(const float *dy, float *db, long long rows, int c)
             part[ty][tx] += part[ty + half][tx];
         __syncthreads();
     }
-    if (ty == 0 && col < c)
-        db[col] += (float)part[0][tx];
+    return part[0][tx];
+}
+
+// dy: (rows, c); db: (c) += column sums
+__global__ void __launch_bounds__(kSumCols * kSumRows)
+column_sums_kernel(const float *dy, float *db, long long rows, int c)
+{
+    const long long col = (long long)blockIdx.x * kSumCols + threadIdx.x;
+    const double sum = block_column_sum(dy, 0, rows, c, col);
+    if (threadIdx.y == 0 && col < c)
+        db[col] += (float)sum;
 }
 
 // The tall case (a convolution's bias: rows = n * oh * ow, few columns) in two deterministic
@@ -214,24 +222,12 @@ column_sums_kernel(const float *dy, float *db, long long rows, int c)
 __global__ void __launch_bounds__(kSumCols * kSumRows)
 column_partials_kernel(const float *dy, double *partials, long long rows, int c, long long rows_per_chunk)
 {
-    __shared__ double part[kSumRows][kSumCols];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const long long col = (long long)blockIdx.x * kSumCols + tx;
+    const long long col = (long long)blockIdx.x * kSumCols + threadIdx.x;
     const long long first = (long long)blockIdx.y * rows_per_chunk;
     const long long last = first + rows_per_chunk < rows ? first + rows_per_chunk : rows;
-    double acc = 0.0;
-    if (col < c)
-        for (long long r = first + ty; r < last; r += kSumRows)
-            acc += dy[r * c + col];
-    part[ty][tx] = acc;
-    __syncthreads();
-    for (int half = kSumRows / 2; half > 0; half /= 2) {
-        if (ty < half)
-            part[ty][tx] += part[ty + half][tx];
-        __syncthreads();
-    }
-    if (ty == 0 && col < c)
-        partials[(long long)blockIdx.y * c + col] = part[0][tx];
+    const double sum = block_column_sum(dy, first, last, c, col);
+    if (threadIdx.y == 0 && col < c)
+        partials[(long long)blockIdx.y * c + col] = sum;
 }
 
 // partials: (chunks, c) double; db: (c) += their column sums, in chunk order
