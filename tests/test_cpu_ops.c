@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "cpu/cpu_ops.h"
+#include "cpu/gemm.h"
 #include "rng.h"
 #include "tests/test_util.h"
 
@@ -838,8 +839,59 @@ static void test_adam(void)
     CHECK_NEAR(ww, 1 * (1 - 0.01 * 0.1) + 0.01, 1e-6);
 }
 
+/* The matrix product, as the backend uses it (OpenBLAS when built with it) and the fallback loop
+ * nest, against a double-precision triple loop: every transpose, beta 0 (C holding NaN, which must
+ * not be read) and beta 1, padded leading dimensions, sizes that fill no vector evenly. */
+static void test_gemm_case(int ta, int tb, int m, int n, int k, float beta, ct_rng *rng)
+{
+    int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 2, ldc = n + 1;
+    size_t asz = (size_t)(ta ? k : m) * lda, bsz = (size_t)(tb ? n : k) * ldb, csz = (size_t)m * ldc;
+    float *a = malloc(asz * sizeof *a), *b = malloc(bsz * sizeof *b), *c0 = malloc(csz * sizeof *c0);
+    float *c1 = malloc(csz * sizeof *c1), *c2 = malloc(csz * sizeof *c2);
+    fill_uniform(a, asz, -1.0f, 1.0f, rng);
+    fill_uniform(b, bsz, -1.0f, 1.0f, rng);
+    fill_uniform(c0, csz, -1.0f, 1.0f, rng);
+    for (size_t i = 0; i < csz; i++) {
+        c1[i] = beta == 0.0f ? NAN : c0[i];
+        c2[i] = c1[i];
+    }
+    ct_cpu_sgemm(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, beta, c1, ldc);
+    ct_cpu_sgemm_reference(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, beta, c2, ldc);
+    double worst = 0.0;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double want = beta == 0.0f ? 0.0 : (double)beta * c0[(size_t)i * ldc + j];
+            for (int p = 0; p < k; p++) {
+                double av = ta ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p];
+                double bv = tb ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j];
+                want += 0.5 * av * bv;
+            }
+            for (int which = 0; which < 2; which++) {
+                double got = (which ? c2 : c1)[(size_t)i * ldc + j];
+                double d = isnan(got) ? INFINITY : fabs(got - want);
+                if (d > worst)
+                    worst = d;
+            }
+        }
+    CHECK_MSG(worst < 1e-4 * (1 + k), "sgemm ta=%d tb=%d %dx%dx%d beta=%g: error %g", ta, tb, m, n, k, beta, worst);
+    free(a), free(b), free(c0), free(c1), free(c2);
+}
+
+static void test_gemm(void)
+{
+    ct_rng rng = {777};
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            test_gemm_case(ta, tb, 7, 5, 3, 0.0f, &rng);
+            test_gemm_case(ta, tb, 33, 17, 65, 1.0f, &rng);
+            test_gemm_case(ta, tb, 64, 130, 9, 0.0f, &rng);
+            test_gemm_case(ta, tb, 1, 1, 1, 1.0f, &rng);
+        }
+}
+
 int main(void)
 {
+    test_gemm();
     test_dense(1);
     test_dense(0);
     test_convs();

@@ -5,9 +5,8 @@
  * contiguous run of x to copy, and y (n*oh*ow, f) = cols w^T comes out NHWC. */
 #include <string.h>
 
-#include <cblas.h>
-
 #include "cpu_ops.h"
+#include "gemm.h"
 
 /* The kernel taps [*k0, *k1) of an output position whose window starts at input index `start`
  * that land inside an input of length `len`; the rest read padding. */
@@ -103,7 +102,7 @@ void ct_cpu_conv2d_forward(const ct_conv_geom *g, const float *x, const float *w
         im2col(g, x, ws);
         cols = ws;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, g->f, kcols, 1.0f, cols, kcols, w,
+    ct_cpu_sgemm(0, 1, rows, g->f, kcols, 1.0f, cols, kcols, w,
                 kcols, 0.0f, y, g->f);
     if (b) ct_cpu_add_bias(y, b, (size_t)rows, g->f);
 }
@@ -123,17 +122,17 @@ void ct_cpu_conv2d_backward(const ct_conv_geom *g, const float *x, const float *
             im2col(g, x, ws);
             cols = ws;
         }
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g->f, kcols, rows, 1.0f, dy, g->f,
+        ct_cpu_sgemm(1, 0, g->f, kcols, rows, 1.0f, dy, g->f,
                     cols, kcols, 1.0f, dw, kcols);
     }
     if (!dx) return;
     if (direct) {
         /* dcols is dx itself, so the product can accumulate into it directly */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, kcols, g->f, 1.0f, dy, g->f, w,
+        ct_cpu_sgemm(0, 0, rows, kcols, g->f, 1.0f, dy, g->f, w,
                     kcols, 1.0f, dx, kcols);
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, kcols, g->f, 1.0f, dy, g->f, w,
+    ct_cpu_sgemm(0, 0, rows, kcols, g->f, 1.0f, dy, g->f, w,
                 kcols, 0.0f, ws, kcols);
     col2im_add(g, ws, dx);
 }

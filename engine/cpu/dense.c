@@ -1,12 +1,12 @@
 /* Fully connected layer: y = x w^T + b, with w stored (out, in) as PyTorch's Linear. */
-#include <cblas.h>
+#include "gemm.h"
 
 #include "cpu_ops.h"
 
 // x: (n, k); w: (m, k); b: (m) or NULL; y: (n, m)
 void ct_cpu_dense_forward(const float *x, const float *w, const float *b, float *y, int n, int k, int m)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, m, k, 1.0f, x, k, w, k, 0.0f, y, m);
+    ct_cpu_sgemm(0, 1, n, m, k, 1.0f, x, k, w, k, 0.0f, y, m);
     if (b) ct_cpu_add_bias(y, b, (size_t)n, m);
 }
 
@@ -15,7 +15,7 @@ void ct_cpu_dense_backward(const float *x, const float *w, const float *dy, floa
                            float *db, int n, int k, int m)
 {
     /* beta = 1: gradients accumulate across the layers that read this one */
-    if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, k, n, 1.0f, dy, m, x, k, 1.0f, dw, k);
-    if (dx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, k, m, 1.0f, dy, m, w, k, 1.0f, dx, k);
+    if (dw) ct_cpu_sgemm(1, 0, m, k, n, 1.0f, dy, m, x, k, 1.0f, dw, k);
+    if (dx) ct_cpu_sgemm(0, 0, n, k, m, 1.0f, dy, m, w, k, 1.0f, dx, k);
     if (db) ct_cpu_add_column_sums(dy, db, (size_t)n, m);
 }

@@ -1,0 +1,56 @@
+/* ct_cpu_sgemm: OpenBLAS when the build has it, else the loop nest below. */
+#include <stddef.h>
+
+#ifdef CUTRAIN_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+#include "gemm.h"
+
+// a: (m, k) or (k, m) transposed, row-major with lda
+static inline float a_at(const float *a, int lda, int trans, int i, int p)
+{
+    return trans ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p];
+}
+
+// C (m, n) = alpha op(A) op(B) + beta C, row-major; each thread owns whole rows of C, so the
+// result does not depend on the thread count
+void ct_cpu_sgemm_reference(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                            int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < m; i++) {
+        float *ci = c + (size_t)i * ldc;
+        if (trans_b) {
+            /* B^T: row j of B is contiguous, so each C element is one dot product */
+            for (int j = 0; j < n; j++) {
+                const float *bj = b + (size_t)j * ldb;
+                float s = 0.0f;
+                for (int p = 0; p < k; p++)
+                    s += a_at(a, lda, trans_a, i, p) * bj[p];
+                ci[j] = beta == 0.0f ? alpha * s : alpha * s + beta * ci[j];
+            }
+        } else {
+            /* B: rows of B stream into the row of C, which stays in cache */
+            for (int j = 0; j < n; j++)
+                ci[j] = beta == 0.0f ? 0.0f : beta * ci[j];
+            for (int p = 0; p < k; p++) {
+                const float av = alpha * a_at(a, lda, trans_a, i, p);
+                const float *bp = b + (size_t)p * ldb;
+                for (int j = 0; j < n; j++)
+                    ci[j] += av * bp[j];
+            }
+        }
+    }
+}
+
+void ct_cpu_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                  const float *b, int ldb, float beta, float *c, int ldc)
+{
+#ifdef CUTRAIN_HAVE_OPENBLAS
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+                alpha, a, lda, b, ldb, beta, c, ldc);
+#else
+    ct_cpu_sgemm_reference(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#endif
+}
