@@ -27,8 +27,11 @@ cp "$PEER_SRC"/*.py peer/
 cmake -S . -B build-gpu -G Ninja -DCUTRAIN_CUDA=ON -DCUTRAIN_OPENBLAS=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCT_FMNIST_DIR="$ROOT/fmnist"
 cmake --build build-gpu
+# what the check runs: the command and the gpu-labelled tests (ctest -L gpu); the rest is rebuilt
+# there only if this build does not run
 find build-gpu -name '*.o' -delete
-rm -f build-gpu/libcutrain.a
+find build-gpu/tests -maxdepth 1 -type f -name 'test_*' ! -name 'test_gpu_*' -delete
+rm -rf build-gpu/libcutrain.a build-gpu/CMakeFiles/3.* build-gpu/CMakeFiles/CheckCUDA
 
 total=$(du -cm build-gpu fmnist peer | tail -n 1 | cut -f 1)
 du -sh build-gpu fmnist peer
