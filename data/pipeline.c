@@ -357,6 +357,17 @@ static ct_status check_config(const ct_pipeline_config *c, ct_err *err)
     return CT_OK;
 }
 
+/* What ct_pipeline_create allocates before its threads and locks exist, and the pipeline itself. */
+static void free_parts(ct_pipeline *p)
+{
+    free(p->order);
+    free(p->slots);
+    free(p->threads);
+    free(p->args);
+    free(p->sync_mem);
+    free(p);
+}
+
 ct_status ct_pipeline_create(ct_pipeline **out, const ct_pipeline_config *cfg, ct_err *err)
 {
     *out = NULL;
@@ -422,24 +433,14 @@ ct_status ct_pipeline_create(ct_pipeline **out, const ct_pipeline_config *cfg, c
             pthread_mutex_destroy(&p->mu);
         if (work_ok)
             pthread_cond_destroy(&p->work_cv);
-        free(p->order);
-        free(p->slots);
-        free(p->threads);
-        free(p->args);
-        free(p->sync_mem);
-        free(p);
+        free_parts(p);
         return ct_fail(err, CT_ERR_INTERNAL, "input pipeline: cannot create its lock");
     }
     *out = p;
     return CT_OK;
 
 nomem:
-    free(p->order);
-    free(p->slots);
-    free(p->threads);
-    free(p->args);
-    free(p->sync_mem);
-    free(p);
+    free_parts(p);
     return ct_fail(err, CT_ERR_NOMEM, "input pipeline: out of memory");
 }
 

@@ -406,15 +406,20 @@ extern "C" int ct_launch_accumulate(const float *dy, float *dx, long n, void *st
     return launch_map(n, (cudaStream_t)stream, Accumulate{dy, dx});
 }
 
+// Both column-sum launchers' checks: a cudaError_t to return at once, or -1 to go on.
+static int column_sums_args(const float *dy, const float *db, long rows, int c)
+{
+    if (rows < 0 || c <= 0 || (rows > 0 && (!dy || !db)) || (rows > 0 && rows > LLONG_MAX / c))
+        return (int)cudaErrorInvalidValue;
+    return rows == 0 ? (int)cudaSuccess : -1;
+}
+
 // dy: (rows, c) fp32; db: (c) fp32
 extern "C" int ct_launch_column_sums(const float *dy, float *db, long rows, int c, void *stream)
 {
-    if (rows < 0 || c <= 0 || (rows > 0 && (!dy || !db)))
-        return (int)cudaErrorInvalidValue;
-    if (rows == 0)
-        return (int)cudaSuccess;
-    if (rows > LLONG_MAX / c)
-        return (int)cudaErrorInvalidValue;
+    const int bad = column_sums_args(dy, db, rows, c);
+    if (bad >= 0)
+        return bad;
     // Determinism without a workspace limits this to one block per 32 columns: fine for dense
     // layers' bias gradients (rows = batch), slow for a convolution's (rows = n * h * w) with few
     // channels, which should use cuDNN's backward-bias or a launcher with a partials workspace.
@@ -427,12 +432,9 @@ extern "C" int ct_launch_column_sums(const float *dy, float *db, long rows, int 
 extern "C" int ct_launch_column_sums_tall(const float *dy, float *db, long rows, int c, void *workspace,
                                           size_t workspace_bytes, void *stream)
 {
-    if (rows < 0 || c <= 0 || (rows > 0 && (!dy || !db)))
-        return (int)cudaErrorInvalidValue;
-    if (rows == 0)
-        return (int)cudaSuccess;
-    if (rows > LLONG_MAX / c)
-        return (int)cudaErrorInvalidValue;
+    const int bad = column_sums_args(dy, db, rows, c);
+    if (bad >= 0)
+        return bad;
     // about 512 rows per chunk, at most 1024 chunks: enough blocks to fill the GPU, few partials
     long long chunks = ((long long)rows + 511) / 512;
     if (chunks > 1024)
