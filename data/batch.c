@@ -11,8 +11,8 @@
  * (The modulo bias of 16 bits over a span of a few pixels is below 0.1%.) */
 #include <string.h>
 
-#include "../engine/rng.h"
-#include "dataset.h"
+#include "base/rng.h"
+#include "data/dataset.h"
 
 void ct_augment_from_config(ct_augment *aug, const ct_data_config *dc, int channels)
 {

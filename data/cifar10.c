@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "dataset.h"
+#include "data/dataset.h"
 
 #define CIFAR_SIDE 32
 #define CIFAR_CHANNELS 3

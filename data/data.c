@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/rng.h"
-#include "dataset.h"
+#include "base/rng.h"
+#include "data/dataset.h"
 
 #define SYN_TEST_STREAM 0x54455354534554ULL   /* "TESTSET": the test set's seed is derived */
 

@@ -7,7 +7,7 @@
 #define CT_DATASET_H
 
 #include <stdint.h>
-#include "../engine/config.h"
+#include "config/config.h"
 
 typedef struct ct_dataset {
     uint8_t *images;   /* (count, h, w, c) */

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "dataset.h"
+#include "data/dataset.h"
 
 #define IDX_TYPE_UBYTE 0x08
 #define IDX_MAX_SAMPLE (1u << 24)      /* bytes per image: rejects absurd headers before malloc */

@@ -22,8 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../engine/rng.h"
-#include "pipeline.h"
+#include "base/rng.h"
+#include "data/pipeline.h"
 
 enum {
     SLOT_FREE,

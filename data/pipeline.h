@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dataset.h"
+#include "data/dataset.h"
 
 #define CT_PIPELINE_SALT_AUGMENT 0x41554700ULL   /* "AUG": the trainer's SALT_AUGMENT */
 #define CT_PIPELINE_MAX_WORKERS 256              /* [data] workers = 1..256 */

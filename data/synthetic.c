@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/rng.h"
-#include "dataset.h"
+#include "base/rng.h"
+#include "data/dataset.h"
 
 #define SYN_GRID 4                 /* coarse template grid per side */
 #define SYN_OWN 0.7f               /* weight of the sample's own class template */

@@ -5,7 +5,7 @@
 #ifndef CT_BACKEND_H
 #define CT_BACKEND_H
 
-#include "layers/layer.h"
+#include "graph/layer.h"
 
 typedef struct ct_backend ct_backend;
 

@@ -17,8 +17,8 @@
 
 #include <cuda_runtime.h>
 
-#include "engine/config.h"
-#include "engine/rng.h"
+#include "config/config.h"
+#include "base/rng.h"
 #include "kernels.h"
 #include "launch.cuh"
 

@@ -13,8 +13,8 @@
 
 #include <cuda_runtime.h>
 
-#include "engine/rng.h"
-#include "engine/types.h"
+#include "base/rng.h"
+#include "base/types.h"
 #include "kernels.h"
 #include "launch.cuh"
 

@@ -9,7 +9,7 @@
 
 #include <cuda_runtime.h>
 
-#include "engine/cuda/cuda_device.h"
+#include "cuda/cuda_device.h"
 
 #define GPU_OK(call) do { \
     cudaError_t rc_ = (cudaError_t)(call); \

@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "engine/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "tests/test_util.h"
 
 #define SRC "small.ckpt"

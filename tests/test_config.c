@@ -1,7 +1,7 @@
 /* The ini reader and the typed config: a full config read into the expected values, defaults,
  * --set overrides, and a long list of bad configs, each checked for its status, the exact line
  * it blames and the words of its message. */
-#include "engine/config.h"
+#include "config/config.h"
 #include "tests/test_util.h"
 
 /* Everything that can be given, with CRLF line ends, a byte order mark and inline comments. */

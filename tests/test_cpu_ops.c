@@ -5,7 +5,7 @@
 
 #include "cpu/cpu_ops.h"
 #include "cpu/gemm.h"
-#include "rng.h"
+#include "base/rng.h"
 #include "tests/test_util.h"
 
 /* Gradient buffers start at this value, so a backward that overwrites instead of adding fails

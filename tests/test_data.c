@@ -14,7 +14,7 @@
 #include <zlib.h>
 
 #include "data/dataset.h"
-#include "engine/rng.h"
+#include "base/rng.h"
 #include "test_util.h"
 
 static char tmp_root[] = "/tmp/ct_test_data_XXXXXX";

@@ -2,11 +2,11 @@
  * says why, passes nothing and the command exits 1 with the reason; where a GPU is visible,
  * every check must pass and the command exits 0. */
 #define _DEFAULT_SOURCE
-#include "engine/cutrain.h"
+#include "cutrain.h"
 #include "tests/cli_util.h"
 
 #ifdef CUTRAIN_HAVE_CUDA
-#include "engine/cuda/cuda_device.h"
+#include "cuda/cuda_device.h"
 #endif
 
 int main(void)

@@ -1,7 +1,7 @@
 /* The CUDA backend's memory, loss and optimizer against the CPU backend on the same random inputs:
  * memory round trips, the loss with its device-side metrics and gradient, and SGD with momentum
  * taking its learning rate from set_step. Exits 77 (skipped) without a GPU. */
-#include "engine/backend.h"
+#include "backend.h"
 #include "tests/test_util.h"
 
 #ifdef CUTRAIN_HAVE_CUDA

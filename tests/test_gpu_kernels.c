@@ -22,10 +22,10 @@
 
 #include <cuda_runtime.h>
 
-#include "engine/cpu/cpu_ops.h"
+#include "cpu/cpu_ops.h"
 #include "tests/gpu_test.h"
-#include "engine/rng.h"
-#include "engine/types.h"
+#include "base/rng.h"
+#include "base/types.h"
 #include "kernels/kernels.h"
 
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/handle.h"
+#include "api/handle.h"
 #include "tests/test_util.h"
 
 #ifdef CUTRAIN_HAVE_CUDA

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/handle.h"
+#include "api/handle.h"
 #include "tests/test_util.h"
 
 #ifdef CUTRAIN_HAVE_CUDA

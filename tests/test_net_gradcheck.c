@@ -1,7 +1,7 @@
 /* Whole-network gradient check by finite differences, through the network builder and the CPU
  * backend: fused activations, flatten aliasing, residual adds (gradient accumulation from two
  * consumers), batch norm, dropout and pooling, wired as the trainer wires them. */
-#include "engine/handle.h"
+#include "api/handle.h"
 #include "tests/test_util.h"
 
 static const char *NET =

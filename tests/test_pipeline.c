@@ -14,7 +14,7 @@
 
 #include "data/dataset.h"
 #include "data/pipeline.h"
-#include "engine/rng.h"
+#include "base/rng.h"
 #include "test_util.h"
 
 #define SALT_AUGMENT 0x41554700ULL   /* engine/train.c; pinned here, not taken from the header */

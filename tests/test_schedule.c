@@ -1,5 +1,5 @@
 /* Learning-rate schedules and warm-up against values computed by hand. */
-#include "engine/handle.h"
+#include "api/handle.h"
 #include "tests/test_util.h"
 
 static ct_train_config base(ct_schedule schedule)

@@ -1,6 +1,6 @@
 /* cutrain summary: one row per layer and the totals, without loading the data. */
 #include "cli.h"
-#include "engine/types.h"
+#include "base/types.h"
 
 int cmd_summary(const cli_options *opt)
 {

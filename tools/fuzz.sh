@@ -50,18 +50,18 @@ fi
 cflags=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=c11
         -D_POSIX_C_SOURCE=200809L -I engine -I .)
 # The data code's OpenMP pragmas are ignored without -fopenmp: the readers are serial anyway.
-data_srcs=(data/idx.c data/cifar10.c data/data.c data/synthetic.c engine/rng.c engine/status.c)
+data_srcs=(data/idx.c data/cifar10.c data/data.c data/synthetic.c engine/base/rng.c engine/base/status.c)
 
 targets=(config idx cifar)
 declare -A srcs=(
-    [config]="tests/fuzz/fuzz_config.c engine/ini.c engine/config.c engine/status.c engine/types.c"
+    [config]="tests/fuzz/fuzz_config.c engine/config/ini.c engine/config/config.c engine/base/status.c engine/base/types.c"
     [idx]="tests/fuzz/fuzz_idx.c ${data_srcs[*]}"
     [cifar]="tests/fuzz/fuzz_cifar.c ${data_srcs[*]}"
 )
 # Written separately; built and run once its file is there.
 if [ -f tests/fuzz/fuzz_checkpoint.c ]; then
     targets+=(checkpoint)
-    srcs[checkpoint]="tests/fuzz/fuzz_checkpoint.c engine/checkpoint.c engine/status.c"
+    srcs[checkpoint]="tests/fuzz/fuzz_checkpoint.c engine/checkpoint/checkpoint.c engine/base/status.c"
 fi
 
 for t in "${targets[@]}"; do

@@ -3,8 +3,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../backend.h"
-#include "cpu_ops.h"
+#include "backend.h"
+#include "cpu/cpu_ops.h"
 
 typedef struct cpu_state {
     double loss_sum;

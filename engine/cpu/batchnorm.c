@@ -1,7 +1,7 @@
 /* Batch normalisation over (rows, c) where rows = n*h*w: statistics per channel. */
 #include <math.h>
 
-#include "cpu_ops.h"
+#include "cpu/cpu_ops.h"
 
 /* Per-channel reductions split the rows into a fixed number of chunks, summed in parallel and
  * combined in order: results don't depend on the thread count, and nothing is allocated. */

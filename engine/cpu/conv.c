@@ -5,8 +5,8 @@
  * contiguous run of x to copy, and y (n*oh*ow, f) = cols w^T comes out NHWC. */
 #include <string.h>
 
-#include "cpu_ops.h"
-#include "gemm.h"
+#include "cpu/cpu_ops.h"
+#include "cpu/gemm.h"
 
 /* The kernel taps [*k0, *k1) of an output position whose window starts at input index `start`
  * that land inside an input of length `len`; the rest read padding. */

@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "../types.h"
+#include "base/types.h"
 
 /* ---- dense ---- */
 /* x: (n, k); w: (m, k); b: (m) or NULL; y: (n, m) = x w^T + b */

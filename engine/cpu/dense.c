@@ -1,7 +1,7 @@
 /* Fully connected layer: y = x w^T + b, with w stored (out, in) as PyTorch's Linear. */
-#include "gemm.h"
+#include "cpu/gemm.h"
 
-#include "cpu_ops.h"
+#include "cpu/cpu_ops.h"
 
 // x: (n, k); w: (m, k); b: (m) or NULL; y: (n, m)
 void ct_cpu_dense_forward(const float *x, const float *w, const float *b, float *y, int n, int k, int m)

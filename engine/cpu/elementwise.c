@@ -2,8 +2,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "../rng.h"
-#include "cpu_ops.h"
+#include "base/rng.h"
+#include "cpu/cpu_ops.h"
 
 /* Below this many elements a parallel region costs more than it saves. */
 #define PAR_MIN 32768

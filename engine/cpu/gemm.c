@@ -5,7 +5,7 @@
 #include <cblas.h>
 #endif
 
-#include "gemm.h"
+#include "cpu/gemm.h"
 
 // a: (m, k) or (k, m) transposed, row-major with lda
 static inline float a_at(const float *a, int lda, int trans, int i, int p)

@@ -1,7 +1,7 @@
 /* Softmax cross-entropy over class logits. */
 #include <math.h>
 
-#include "cpu_ops.h"
+#include "cpu/cpu_ops.h"
 
 // logits, dlogits: (n, k); labels: (n); dlogits may be NULL; correct may be NULL
 double ct_cpu_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int n, int k,

@@ -1,7 +1,7 @@
 /* Optimizer updates over one flat parameter buffer, following torch.optim's formulas. */
 #include <math.h>
 
-#include "cpu_ops.h"
+#include "cpu/cpu_ops.h"
 
 #define PAR_MIN 32768
 

@@ -2,7 +2,7 @@
  * input first, so padding is never read: it never wins a max and never counts in an average. */
 #include <string.h>
 
-#include "cpu_ops.h"
+#include "cpu/cpu_ops.h"
 
 /* A window clipped to the input: rows [y0, y1), columns [x0, x1). */
 typedef struct window {

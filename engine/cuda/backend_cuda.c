@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
 
 enum { STEP_SLOTS = 64 };
 

@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
 
 /* ---- plan cache ---- */
 

@@ -21,7 +21,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "../status.h"
+#include "base/status.h"
 
 /* The file's last path component: CMake passes absolute paths, which say nothing more. */
 static inline const char *ct_src_name_(const char *file)

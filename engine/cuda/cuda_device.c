@@ -4,8 +4,8 @@
 
 #include <cuda_runtime.h>
 
-#include "cuda_check.h"
-#include "cuda_device.h"
+#include "cuda/cuda_check.h"
+#include "cuda/cuda_device.h"
 
 ct_status ct_cuda_devices(int *count, char *reason, size_t reason_size)
 {

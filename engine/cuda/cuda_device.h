@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "../status.h"
+#include "base/status.h"
 
 /* Number of visible devices (CUDA_VISIBLE_DEVICES respected) into *count. A machine without a
  * GPU, or without a driver recent enough for this runtime, is not an error: CT_OK, *count = 0,

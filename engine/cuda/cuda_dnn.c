@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
 
 /* ---- the per-shape caches ---- */
 

@@ -20,10 +20,10 @@
 #include <cudnn.h>
 #include <nccl.h>
 
-#include "../rng.h"
-#include "cuda_check.h"
-#include "cuda_device.h"
-#include "cuda_doctor.h"
+#include "base/rng.h"
+#include "cuda/cuda_check.h"
+#include "cuda/cuda_device.h"
+#include "cuda/cuda_doctor.h"
 
 #define CT_DOCTOR_PROBE_BYTES ((size_t)64 << 20)  /* the allocation check */
 #define CT_DOCTOR_PROBE_TAIL 4096                 /* bytes of it read back */

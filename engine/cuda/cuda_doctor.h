@@ -3,7 +3,7 @@
 #ifndef CT_CUDA_DOCTOR_H
 #define CT_CUDA_DOCTOR_H
 
-#include "../cutrain.h"
+#include "cutrain.h"
 
 /* Fills *report, which the caller has zeroed (together = -1, built_with_cuda = 1): the versions
  * of the driver, the runtime, cuBLAS, cuDNN and NCCL, compiled against and loaded, with a warning

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
 
 enum { GRAPH_ENTRIES = 8 };  /* full batch, last partial batch, a few more shapes */
 

@@ -5,7 +5,7 @@
  * which is where a captured step reads its inputs. */
 #include <stdlib.h>
 
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
 
 enum { INPUT_SLOTS = 3 };  /* the host may run up to this many batches ahead of the device */
 

@@ -10,9 +10,9 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
-#include "../../kernels/kernels.h"
-#include "../backend.h"
-#include "cuda_check.h"
+#include "kernels/kernels.h"
+#include "backend.h"
+#include "cuda/cuda_check.h"
 
 /* cuDNN's algorithm search may use this much workspace per convolution; cuBLASLt this much per
  * matrix product. Both live in the one shared workspace (be->workspace), layers run one at a time. */

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "engine/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 static void parse_one(const uint8_t *data, size_t size)
 {

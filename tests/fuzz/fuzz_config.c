@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 
 /* Real configs are a few KiB; larger inputs only slow the fuzzer down. */
 #define MAX_INPUT (64 * 1024)

@@ -2,7 +2,7 @@
  * so that oh = ceil(h / stride), splitting the total as TensorFlow does (extra on the bottom/right). */
 #include <string.h>
 
-#include "layer.h"
+#include "graph/layer.h"
 
 void ct_conv_dim(int in, int k, int stride, ct_padding padding, int *out, int *pad_before)
 {

@@ -4,8 +4,8 @@
 #ifndef CT_LAYER_H
 #define CT_LAYER_H
 
-#include "../config.h"
-#include "../rng.h"
+#include "config/config.h"
+#include "base/rng.h"
 
 #define CT_INPUT_NODE (-1)   /* producer index meaning "the network's input batch" */
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 
 /* A piece of the input text, not NUL-terminated. */
 typedef struct span {

@@ -3,9 +3,9 @@
 #ifndef CT_HANDLE_H
 #define CT_HANDLE_H
 
-#include "../data/dataset.h"
-#include "../data/pipeline.h"
-#include "net.h"
+#include "data/dataset.h"
+#include "data/pipeline.h"
+#include "graph/graph.h"
 
 struct ct_net {
     ct_err err;

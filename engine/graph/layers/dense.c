@@ -1,7 +1,7 @@
 /* dense: y (n, units) = act(x (n, in) w^T + b); the input is read flat whatever its shape. */
 #include <string.h>
 
-#include "layer.h"
+#include "graph/layer.h"
 
 static ct_status dense_infer(ct_layer *l, const char *file, ct_err *err)
 {

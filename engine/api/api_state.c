@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
-#include "handle.h"
+#include "checkpoint/checkpoint.h"
+#include "api/handle.h"
 
 static ct_status read_checkpoint(ct_net *net, const char *path, ct_checkpoint *ck);
 

@@ -1,6 +1,6 @@
 /* batchnorm: per-channel normalisation over (n, h, w) with learned gamma (w) and beta (b);
  * state holds the running mean then the running variance. */
-#include "layer.h"
+#include "graph/layer.h"
 
 static ct_status bn_infer(ct_layer *l, const char *file, ct_err *err)
 {

@@ -10,8 +10,8 @@
 #ifndef CT_CONFIG_H
 #define CT_CONFIG_H
 
-#include "status.h"
-#include "types.h"
+#include "base/status.h"
+#include "base/types.h"
 
 typedef struct ct_ini_entry {
     char *key;

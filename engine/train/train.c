@@ -5,7 +5,7 @@
 #include <omp.h>
 #include <time.h>
 
-#include "handle.h"
+#include "api/handle.h"
 
 static double now_seconds(void)
 {

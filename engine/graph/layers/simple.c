@@ -2,7 +2,7 @@
  * activation, add. */
 #include <stdint.h>
 
-#include "layer.h"
+#include "graph/layer.h"
 
 static ct_status same_shape_infer(ct_layer *l, const char *file, ct_err *err)
 {

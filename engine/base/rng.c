@@ -1,6 +1,6 @@
 #include <math.h>
 
-#include "rng.h"
+#include "base/rng.h"
 
 /* Box-Muller on two uniforms. ct_rng_uniform lies in [0, 1), so 1 - u lies in (0, 1] and the
  * logarithm never sees 0. The second value of the pair is dropped: the generator has no room to

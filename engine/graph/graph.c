@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "net.h"
+#include "graph/graph.h"
 
 /* ---- building: inputs, shapes, parameter offsets ---- */
 

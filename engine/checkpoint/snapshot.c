@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
-#include "handle.h"
+#include "checkpoint/checkpoint.h"
+#include "api/handle.h"
 
 static ct_status download_floats(ct_net *net, float **host, const float *dev, size_t count, ct_err *err)
 {

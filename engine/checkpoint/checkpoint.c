@@ -20,7 +20,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #define MAGIC_BYTES 8u
 #define CRC_BYTES 4u

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "status.h"
+#include "base/status.h"
 
 static void vformat(ct_err *err, const char *prefix, const char *fmt, va_list ap)
 {

@@ -1,6 +1,6 @@
 #include <math.h>
 
-#include "layer.h"
+#include "graph/layer.h"
 
 extern const ct_layer_kind ct_dense_kind, ct_conv2d_kind, ct_maxpool_kind, ct_avgpool_kind,
     ct_batchnorm_kind, ct_dropout_kind, ct_flatten_kind, ct_activation_kind, ct_add_kind;

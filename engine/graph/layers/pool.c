@@ -2,7 +2,7 @@
  * global = on pools each channel's whole plane to one value. */
 #include <stdint.h>
 
-#include "layer.h"
+#include "graph/layer.h"
 
 static ct_status pool_infer(ct_layer *l, const char *file, ct_err *err)
 {

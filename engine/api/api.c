@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "handle.h"
+#include "api/handle.h"
 #ifdef CUTRAIN_HAVE_CUDA
 #include "cuda/cuda_device.h"
 #endif

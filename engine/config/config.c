@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 
 /* Enum fields are written through an int, which needs them to be int-sized. */
 _Static_assert(sizeof(ct_activation) == sizeof(int) && sizeof(ct_layer_type) == sizeof(int) &&

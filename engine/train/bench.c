@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "handle.h"
+#include "api/handle.h"
 
 enum { BENCH_BATCHES = 4, BENCH_WINDOWS = 5 };
 

@@ -1,6 +1,6 @@
 #include <stdio.h>
 
-#include "types.h"
+#include "base/types.h"
 
 char *ct_shape_text(ct_shape s, char *buf, size_t n)
 {

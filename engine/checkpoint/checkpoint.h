@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
-#include "types.h"
+#include "base/status.h"
+#include "base/types.h"
 
 #define CT_CHECKPOINT_VERSION 1u
 #define CT_CHECKPOINT_MAGIC "CUTRAIN\x1a"
