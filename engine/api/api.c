@@ -111,10 +111,14 @@ static void release_run(ct_net *net)
     /* the pipeline's ring may be the backend's pinned memory: it goes first */
     ct_pipeline_destroy(net->pipeline);
     net->pipeline = NULL;
-    ct_graph_free(&net->graph);
-    if (net->be)
-        net->be->ops->destroy(net->be);
-    net->be = NULL;
+    for (int i = 0; i < net->n_replicas; i++)
+        ct_replica_close(&net->replicas[i]);
+    free(net->replicas);
+    net->replicas = NULL;
+    net->n_replicas = 0;
+    if (net->comm)
+        net->comm->ops->destroy(net->comm);
+    net->comm = NULL;
     ct_dataset_free(&net->train);
     ct_dataset_free(&net->test);
     free(net->order);
@@ -187,13 +191,15 @@ static int first_device(ct_net *net, int count)
     return ordinal;
 }
 
-static ct_status open_cuda(ct_net *net, int count)
+static ct_status open_cuda(ct_net *net, int count, ct_device **dev, ct_backend **be)
 {
     int device = first_device(net, count);
     if (device < 0)
         return CT_ERR_CONFIG;
-    ct_cuda_options opt = {.device = device, .graphs = net->cfg.train.graph != 0, .allow_tf32 = 1};
-    ct_status st = ct_cuda_backend_create(&net->be, &opt, &net->err);
+    ct_cuda_options opt = {.graphs = net->cfg.train.graph != 0, .allow_tf32 = 1};
+    ct_status st = ct_cuda_device_create(dev, device, &net->err);
+    if (st == CT_OK)
+        st = ct_cuda_backend_create(be, *dev, &opt, &net->err);
     if (st != CT_OK)
         return st;
     char name[96] = "";
@@ -209,8 +215,14 @@ static ct_status open_cuda(ct_net *net, int count)
 }
 #endif
 
-/* Picks the backend from `devices`; the reason is reported by the command. */
-static ct_status choose_backend(ct_net *net)
+static ct_status open_cpu(ct_net *net, ct_device **dev, ct_backend **be)
+{
+    ct_status st = ct_cpu_device_create(dev, &net->err);
+    return st == CT_OK ? ct_cpu_backend_create(be, *dev, &net->err) : st;
+}
+
+/* Picks the device and its backend from `devices`; the reason is reported by the command. */
+static ct_status choose_backend(ct_net *net, ct_device **dev, ct_backend **be)
 {
     const char *devices = net->cfg.train.devices;
     ct_err *err = &net->err;
@@ -219,21 +231,21 @@ static ct_status choose_backend(ct_net *net)
                           "precision = fp16 is not available yet (it comes with the float16 path); use fp32");
     if (strcmp(devices, "cpu") == 0) {
         snprintf(net->backend_reason, sizeof net->backend_reason, "devices = cpu");
-        return ct_cpu_backend_create(&net->be, err);
+        return open_cpu(net, dev, be);
     }
 #ifdef CUTRAIN_HAVE_CUDA
     int count = 0;
     char why[160] = "";
     ct_cuda_devices(&count, why, sizeof why); /* a failure is a reason to use the CPU */
     if (count > 0)
-        return open_cuda(net, count);
+        return open_cuda(net, count, dev, be);
     snprintf(net->backend_reason, sizeof net->backend_reason, "devices = %s: no CUDA device (%s), so the CPU trains",
              devices, why);
 #else
     snprintf(net->backend_reason, sizeof net->backend_reason,
              "devices = %s: this build has no CUDA backend, so the CPU trains", devices);
 #endif
-    return ct_cpu_backend_create(&net->be, err);
+    return open_cpu(net, dev, be);
 }
 
 static size_t memory_limit(const ct_train_config *t)
@@ -241,9 +253,35 @@ static size_t memory_limit(const ct_train_config *t)
     return t->memory == CT_MEMORY_LIMIT ? (size_t)t->memory_limit_mib << 20 : 0;
 }
 
+/* The replicas (one for now) and their communicator. */
+static ct_status open_replicas(ct_net *net)
+{
+    ct_device *dev = NULL;
+    ct_backend *be = NULL;
+    ct_status st = choose_backend(net, &dev, &be);
+    if (st != CT_OK) {
+        if (be)
+            be->ops->destroy(be);
+        if (dev)
+            dev->ops->destroy(dev);
+        return st;
+    }
+    net->replicas = calloc(1, sizeof *net->replicas);
+    if (!net->replicas) {
+        be->ops->destroy(be);
+        dev->ops->destroy(dev);
+        return ct_fail(&net->err, CT_ERR_NOMEM, "out of memory for replicas");
+    }
+    net->n_replicas = 1;
+    net->batch = net->cfg.train.batch;
+    st = ct_replica_open(&net->replicas[0], 0, dev, be, &net->cfg, net->graph.input, net->graph.classes,
+                         net->batch, net->cfg.train.seed, memory_limit(&net->cfg.train), &net->err);
+    return st == CT_OK ? ct_comm_single_create(&net->comm, &net->err) : st;
+}
+
 static ct_status allocate_host(ct_net *net)
 {
-    int batch = net->graph.batch;
+    int batch = net->batch;
     net->order = malloc((size_t)(net->train.count > 0 ? net->train.count : 1) * sizeof *net->order);
     net->eval_order = malloc((size_t)batch * sizeof *net->eval_order);
     if (!net->order || !net->eval_order)
@@ -251,19 +289,19 @@ static ct_status allocate_host(ct_net *net)
     return CT_OK;
 }
 
-static void *pipeline_alloc(void *ctx, size_t bytes) { return ((ct_backend *)ctx)->ops->host_alloc(ctx, bytes); }
-static void pipeline_free(void *ctx, void *p) { ((ct_backend *)ctx)->ops->host_free(ctx, p); }
+static void *pipeline_alloc(void *ctx, size_t bytes) { return ((ct_device *)ctx)->ops->host_alloc(ctx, bytes); }
+static void pipeline_free(void *ctx, void *p) { ((ct_device *)ctx)->ops->host_free(ctx, p); }
 
 void ct_net_pipeline_config(ct_net *net, ct_pipeline_config *pc)
 {
-    ct_pipeline_config_init(pc, &net->cfg.data, &net->train, &net->augment, net->graph.batch,
-                            net->cfg.train.seed, 1);
+    ct_device *dev = net->replicas[0].dev;
+    ct_pipeline_config_init(pc, &net->cfg.data, &net->train, &net->augment, net->batch, net->cfg.train.seed, 1);
     if (!pc->sync) {
         pc->host_alloc = pipeline_alloc;
         pc->host_free = pipeline_free;
-        pc->alloc_ctx = net->be;
+        pc->alloc_ctx = dev;
     }
-    if (net->be->host_memory)
+    if (dev->host_memory)
         pc->raw_u8 = 0;
 }
 
@@ -300,9 +338,7 @@ ct_status ct_prepare(ct_net *net)
     if (st != CT_OK)
         return st;
     ct_err *err = &net->err;
-    st = choose_backend(net);
-    if (st == CT_OK)
-        st = ct_data_load(&net->cfg.data, net->cfg.train.seed, &net->train, &net->test, err);
+    st = ct_data_load(&net->cfg.data, net->cfg.train.seed, &net->train, &net->test, err);
     if (st == CT_OK && net->train.count == 0)
         st = ct_fail(err, CT_ERR_DATA, "the training set is empty");
     if (st == CT_OK && (net->train.shape.h != net->graph.input.h || net->train.shape.w != net->graph.input.w ||
@@ -314,8 +350,7 @@ ct_status ct_prepare(ct_net *net)
         st = ct_fail(err, CT_ERR_DATA, "the training labels go up to %d but the network has %d classes",
                      net->train.classes - 1, net->graph.classes);
     if (st == CT_OK)
-        st = ct_graph_bind(&net->graph, net->be, net->cfg.train.batch, net->cfg.train.optimizer,
-                           net->cfg.train.seed, memory_limit(&net->cfg.train), err);
+        st = open_replicas(net);
     if (st == CT_OK)
         st = allocate_host(net);
     if (st == CT_OK)
@@ -373,7 +408,7 @@ ct_status ct_layer_info_get(ct_net *net, int index, ct_layer_info *info)
     *info = (ct_layer_info){
         .name = l->cfg->name, .type = ct_layer_type_name(l->type), .h = l->out.h, .w = l->out.w,
         .c = l->out.c, .params = (long)(l->w_count + l->b_count),
-        .flops = ct_layer_kind_of(l->type)->flops(l),
+        .flops = l->def->flops(l),
         .activation_bytes = (long)ct_graph_activation_bytes(&net->graph, index),
     };
     return CT_OK;
@@ -381,7 +416,7 @@ ct_status ct_layer_info_get(ct_net *net, int index, ct_layer_info *info)
 
 const char *ct_backend_name(const ct_net *net)
 {
-    return net && net->be ? net->be->ops->name : "none";
+    return net && net->n_replicas ? net->replicas[0].be->ops->name : "none";
 }
 
 const char *ct_backend_reason(const ct_net *net)
@@ -391,7 +426,7 @@ const char *ct_backend_reason(const ct_net *net)
 
 const char *ct_backend_note(const ct_net *net)
 {
-    return net && net->be ? net->be->note : "";
+    return net && net->n_replicas ? net->replicas[0].be->note : "";
 }
 
 int ct_batch_size(const ct_net *net)

@@ -141,8 +141,11 @@ ct_status ct_predict(ct_net *net, const unsigned char *images, long count, int *
     ct_status st = ct_prepare(net);
     if (st != CT_OK)
         return st;
-    ct_graph *g = &net->graph;
+    /* predictions need no agreement between replicas: the first one makes them */
+    ct_replica *r = &net->replicas[0];
+    ct_graph *g = &r->graph;
     int k = g->classes;
+    st = r->dev->ops->activate(r->dev, &net->err);
     float *logits = malloc((size_t)g->batch * (size_t)k * sizeof *logits);
     if (!logits)
         return ct_fail(&net->err, CT_ERR_NOMEM, "out of memory for predictions");
@@ -152,12 +155,12 @@ ct_status ct_predict(ct_net *net, const unsigned char *images, long count, int *
         int n = (int)(count - start < g->batch ? count - start : g->batch);
         for (int i = 0; i < n; i++)
             net->eval_order[i] = start + i;
-        st = ct_train_stage_batch(net, &view, net->eval_order, n, 0, 0, &net->err);
+        st = ct_train_stage_batch(net, r, &view, net->eval_order, n, 0, 0, &net->err);
         if (st == CT_OK)
             st = ct_graph_forward(g, n, 0, &net->err);
         if (st == CT_OK)
-            st = net->be->ops->download(net->be, logits, ct_graph_output(g)->y, (size_t)n * k * sizeof(float),
-                                        &net->err);
+            st = r->dev->ops->download(r->dev, logits, ct_graph_output(g)->y->data,
+                                       ct_tensor_rows_bytes(ct_graph_output(g)->y, n), &net->err);
         if (st == CT_OK)
             best_classes(logits, n, k, classes ? classes + start : NULL,
                          probabilities ? probabilities + start : NULL);

@@ -5,7 +5,8 @@
 
 #include "data/dataset.h"
 #include "data/pipeline.h"
-#include "graph/graph.h"
+#include "train/comm.h"
+#include "train/replica.h"
 
 struct ct_net {
     ct_err err;
@@ -16,8 +17,10 @@ struct ct_net {
     int prepared;            /* data loaded, memory bound */
 
     ct_dataset train, test;
-    ct_graph graph;
-    ct_backend *be;
+    ct_graph graph;          /* the network as built from the config: shapes, no memory */
+    ct_replica *replicas;    /* each a bound copy on one device (one until data parallelism) */
+    int n_replicas;
+    ct_comm *comm;           /* how the replicas agree on gradients */
     char backend_reason[512];
 
     ct_augment augment;
@@ -26,6 +29,7 @@ struct ct_net {
     int pipeline_depth;      /* its ring depth: 1 means a slot must go back before the next */
     long *order;             /* (train.count) this epoch's sample order */
     long *eval_order;        /* (batch) indices of one evaluation batch */
+    int batch;               /* per step, over all replicas */
 
     int epoch;               /* epochs completed */
     long step;               /* optimizer steps taken */
@@ -48,13 +52,14 @@ ct_status ct_net_restore(ct_net *net, const struct ct_checkpoint *ck, const char
 /* The trainer (train.c). */
 ct_status ct_train_fit(ct_net *net, const ct_callbacks *cb);
 ct_status ct_train_evaluate(ct_net *net, const ct_dataset *ds, ct_eval_result *out);
-/* Samples idx[0..n) of ds, augmented when asked, through the backend's input staging into the
- * network's input buffers. */
-ct_status ct_train_stage_batch(ct_net *net, const ct_dataset *ds, const long *idx, int n, int augment,
-                               uint64_t aug_seed, ct_err *err);
+/* Samples idx[0..n) of ds, augmented when asked, assembled in replica r's host staging and
+ * submitted through its backend's input path into its network's input tensors. */
+ct_status ct_train_stage_batch(ct_net *net, ct_replica *r, const ct_dataset *ds, const long *idx, int n,
+                               int augment, uint64_t aug_seed, ct_err *err);
 /* [train] threads for the calling thread's OpenMP work (the CPU backend). */
 void ct_train_apply_threads(const ct_net *net);
-/* One optimizer step on the batch in the network's input buffers, at learning rate lr. */
+/* One optimizer step on every replica's batch in its network's input tensors (n samples each),
+ * at learning rate lr. */
 ct_status ct_train_step(ct_net *net, int n, float lr, ct_err *err);
 /* Learning rate at `step` (0-based) per the schedule and warm-up (optim.c). */
 float ct_schedule_lr(const ct_train_config *t, long step, long steps_per_epoch);

@@ -11,16 +11,21 @@ char *ct_shape_text(ct_shape s, char *buf, size_t n)
     return buf;
 }
 
+const char *const ct_activation_names[CT_ACT_COUNT + 1] = {"linear", "relu", "leaky", "sigmoid", "tanh",
+                                                          "gelu", NULL};
+
 const char *ct_activation_name(ct_activation a)
 {
-    static const char *const names[CT_ACT_COUNT] = {"linear", "relu", "leaky", "sigmoid", "tanh", "gelu"};
-    return (unsigned)a < CT_ACT_COUNT ? names[a] : "?";
+    return (unsigned)a < CT_ACT_COUNT ? ct_activation_names[a] : "?";
 }
+
+const char *const ct_layer_type_names[CT_LAYER_TYPE_COUNT + 1] = {
+#define CT_LAYER_NAME(upper, lower) [CT_LAYER_##upper] = #lower,
+    CT_LAYER_TYPES(CT_LAYER_NAME)
+#undef CT_LAYER_NAME
+    NULL};
 
 const char *ct_layer_type_name(ct_layer_type t)
 {
-    static const char *const names[CT_LAYER_TYPE_COUNT] = {
-        "dense", "conv2d", "maxpool", "avgpool", "batchnorm", "dropout", "flatten", "activation", "add",
-    };
-    return (unsigned)t < CT_LAYER_TYPE_COUNT ? names[t] : "?";
+    return (unsigned)t < CT_LAYER_TYPE_COUNT ? ct_layer_type_names[t] : "?";
 }

@@ -24,27 +24,33 @@ typedef enum ct_activation {
 
 #define CT_LEAKY_SLOPE 0.1f
 
-typedef enum ct_layer_type {
-    CT_LAYER_DENSE = 0,
-    CT_LAYER_CONV2D,
-    CT_LAYER_MAXPOOL,
-    CT_LAYER_AVGPOOL,
-    CT_LAYER_BATCHNORM,
-    CT_LAYER_DROPOUT,
-    CT_LAYER_FLATTEN,
-    CT_LAYER_ACTIVATION,
-    CT_LAYER_ADD,
-    CT_LAYER_TYPE_COUNT
-} ct_layer_type;
+/* The layer types, in the order their values are stored in checkpoints (append only). Each has a
+ * record ct_layer_def_<name> (engine/graph/layers/), CPU ops ct_cpu_<name>_ops (engine/cpu/) and
+ * CUDA ops ct_cuda_<name>_ops (engine/cuda/); the tables of all three are made from this list. */
+#define CT_LAYER_TYPES(X) \
+    X(DENSE, dense)       \
+    X(CONV2D, conv2d)     \
+    X(MAXPOOL, maxpool)   \
+    X(AVGPOOL, avgpool)   \
+    X(BATCHNORM, batchnorm) \
+    X(DROPOUT, dropout)   \
+    X(FLATTEN, flatten)   \
+    X(ACTIVATION, activation) \
+    X(ADD, add)
+
+#define CT_LAYER_ENUM(upper, lower) CT_LAYER_##upper,
+typedef enum ct_layer_type { CT_LAYER_TYPES(CT_LAYER_ENUM) CT_LAYER_TYPE_COUNT } ct_layer_type;
+#undef CT_LAYER_ENUM
+
+/* The config's word for each layer type (`type = conv2d`), in enum order, NULL-terminated: the
+ * one table of names, made from CT_LAYER_TYPES. */
+extern const char *const ct_layer_type_names[CT_LAYER_TYPE_COUNT + 1];
+const char *ct_layer_type_name(ct_layer_type t);
 
 typedef enum ct_padding { CT_PAD_VALID = 0, CT_PAD_SAME } ct_padding;
 typedef enum ct_init { CT_INIT_AUTO = 0, CT_INIT_HE, CT_INIT_GLOROT } ct_init;
 typedef enum ct_optimizer { CT_OPT_SGD = 0, CT_OPT_MOMENTUM, CT_OPT_ADAM, CT_OPT_ADAMW } ct_optimizer;
 typedef enum ct_schedule { CT_SCHED_CONSTANT = 0, CT_SCHED_STEP, CT_SCHED_COSINE } ct_schedule;
-/* Storage type of a tensor on a backend. Everything is fp32 until the float16 path lands; the
- * backends check it rather than assume it. */
-typedef enum ct_dtype { CT_DTYPE_F32 = 0, CT_DTYPE_F16 } ct_dtype;
-
 typedef enum ct_precision { CT_PREC_FP32 = 0, CT_PREC_FP16 } ct_precision;
 typedef enum ct_memory_mode { CT_MEMORY_GROW = 0, CT_MEMORY_PREALLOCATE, CT_MEMORY_LIMIT } ct_memory_mode;
 typedef enum ct_data_format { CT_DATA_IDX = 0, CT_DATA_CIFAR10, CT_DATA_SYNTHETIC } ct_data_format;
@@ -53,6 +59,7 @@ typedef enum ct_data_format { CT_DATA_IDX = 0, CT_DATA_CIFAR10, CT_DATA_SYNTHETI
 char *ct_shape_text(ct_shape s, char *buf, size_t n);
 
 const char *ct_activation_name(ct_activation a);
-const char *ct_layer_type_name(ct_layer_type t);
+/* The activations' words in enum order, NULL-terminated (config and messages share it). */
+extern const char *const ct_activation_names[CT_ACT_COUNT + 1];
 
 #endif

@@ -7,12 +7,13 @@
 #include "checkpoint/checkpoint.h"
 #include "api/handle.h"
 
-static ct_status download_floats(ct_net *net, float **host, const float *dev, size_t count, ct_err *err)
+/* t (fp32) into a new host buffer. */
+static ct_status download_floats(ct_device *dev, float **host, const ct_tensor *t, ct_err *err)
 {
-    *host = malloc((count ? count : 1) * sizeof(float));
+    *host = malloc((t->count ? t->count : 1) * sizeof(float));
     if (!*host)
-        return ct_fail(err, CT_ERR_NOMEM, "out of memory saving %zu values", count);
-    return count ? net->be->ops->download(net->be, *host, dev, count * sizeof(float), err) : CT_OK;
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory saving %zu values", t->count);
+    return t->count ? dev->ops->download(dev, *host, t->data, ct_tensor_bytes(t), err) : CT_OK;
 }
 
 ct_status ct_net_snapshot(ct_net *net, double test_accuracy, ct_checkpoint *ck, ct_err *err)
@@ -45,13 +46,16 @@ ct_status ct_net_snapshot(ct_net *net, double test_accuracy, ct_checkpoint *ck, 
     ck->seed = net->cfg.train.seed;
     ck->loss_scale = 1.0f;
     ck->test_accuracy = test_accuracy;
-    ct_status st = download_floats(net, &ck->params, g->params, g->n_params, err);
-    if (st == CT_OK && g->opt_m)
-        st = download_floats(net, &ck->m, g->opt_m, g->n_params, err);
-    if (st == CT_OK && g->opt_v)
-        st = download_floats(net, &ck->v, g->opt_v, g->n_params, err);
+    /* replicas hold the same state: the first one's is saved */
+    const ct_graph *bound = &net->replicas[0].graph;
+    ct_device *dev = net->replicas[0].dev;
+    ct_status st = download_floats(dev, &ck->params, &bound->params, err);
+    if (st == CT_OK && bound->opt_m.data)
+        st = download_floats(dev, &ck->m, &bound->opt_m, err);
+    if (st == CT_OK && bound->opt_v.data)
+        st = download_floats(dev, &ck->v, &bound->opt_v, err);
     if (st == CT_OK)
-        st = download_floats(net, &ck->state, g->state, g->n_state, err);
+        st = download_floats(dev, &ck->state, &bound->state, err);
     return st;
 }
 
@@ -88,15 +92,18 @@ ct_status ct_net_restore(ct_net *net, const ct_checkpoint *ck, const char *sourc
     if (st != CT_OK)
         return st;
     int same_optimizer = ck->optimizer == (uint32_t)net->cfg.train.optimizer;
-    ct_backend *be = net->be;
-    st = be->ops->upload(be, g->params, ck->params, g->n_params * sizeof(float), err);
-    if (st == CT_OK && g->n_state)
-        st = be->ops->upload(be, g->state, ck->state, g->n_state * sizeof(float), err);
-    /* moments only carry over to the same optimizer; another one starts its own from zero */
-    if (st == CT_OK && same_optimizer && g->opt_m && ck->m)
-        st = be->ops->upload(be, g->opt_m, ck->m, g->n_params * sizeof(float), err);
-    if (st == CT_OK && same_optimizer && g->opt_v && ck->v)
-        st = be->ops->upload(be, g->opt_v, ck->v, g->n_params * sizeof(float), err);
+    for (int i = 0; i < net->n_replicas && st == CT_OK; i++) {
+        ct_graph *bound = &net->replicas[i].graph;
+        ct_device *dev = net->replicas[i].dev;
+        st = dev->ops->upload(dev, bound->params.data, ck->params, ct_tensor_bytes(&bound->params), err);
+        if (st == CT_OK && bound->state.count)
+            st = dev->ops->upload(dev, bound->state.data, ck->state, ct_tensor_bytes(&bound->state), err);
+        /* moments only carry over to the same optimizer; another one starts its own from zero */
+        if (st == CT_OK && same_optimizer && bound->opt_m.data && ck->m)
+            st = dev->ops->upload(dev, bound->opt_m.data, ck->m, ct_tensor_bytes(&bound->opt_m), err);
+        if (st == CT_OK && same_optimizer && bound->opt_v.data && ck->v)
+            st = dev->ops->upload(dev, bound->opt_v.data, ck->v, ct_tensor_bytes(&bound->opt_v), err);
+    }
     if (st == CT_OK) {
         net->epoch = ck->epoch;
         net->step = ck->step;

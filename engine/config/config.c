@@ -32,9 +32,8 @@ _Static_assert(sizeof(ct_activation) == sizeof(int) && sizeof(ct_layer_type) == 
 /* ---- the words of each enum, in enum order ---- */
 
 static const char *const format_names[] = {"idx", "cifar10", "synthetic", NULL};
-static const char *const activation_names[] = {"linear", "relu", "leaky", "sigmoid", "tanh", "gelu", NULL};
-static const char *const layer_type_names[] = {"dense",   "conv2d",  "maxpool",    "avgpool", "batchnorm",
-                                               "dropout", "flatten", "activation", "add",     NULL};
+#define activation_names ct_activation_names
+#define layer_type_names ct_layer_type_names
 static const char *const padding_names[] = {"valid", "same", NULL};
 static const char *const init_names[] = {"auto", "he", "glorot", NULL};
 static const char *const optimizer_names[] = {"sgd", "momentum", "adam", "adamw", NULL};
@@ -43,8 +42,6 @@ static const char *const precision_names[] = {"fp32", "fp16", NULL};
 static const char *const augment_on_names[] = {"cpu", "gpu", NULL};
 static const char *const pipeline_names[] = {"parallel", "sync", NULL};
 
-_Static_assert(sizeof activation_names / sizeof *activation_names == CT_ACT_COUNT + 1, "activation names");
-_Static_assert(sizeof layer_type_names / sizeof *layer_type_names == CT_LAYER_TYPE_COUNT + 1, "layer names");
 
 /* ---- key tables ---- */
 

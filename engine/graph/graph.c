@@ -35,32 +35,18 @@ static ct_status resolve_inputs(ct_graph *g, ct_layer *l, const char *file, ct_e
         }
         l->n_in = c->n_inputs;
     }
-    if (l->type == CT_LAYER_ADD && l->n_in != 2)
-        return ct_fail_at(err, CT_ERR_CONFIG, file, c->line, "[%s] add needs exactly 2 inputs", c->name);
-    l->in_shape = producer_shape(g, l->in[0]);
-    return CT_OK;
-}
-
-static ct_status check_shapes(const ct_graph *g, const ct_layer *l, const char *file, ct_err *err)
-{
-    const ct_layer_config *c = l->cfg;
-    char a[48], b[48];
-    if (l->type == CT_LAYER_DENSE && (l->in_shape.h != 1 || l->in_shape.w != 1)) {
-        ct_shape_text(l->in_shape, a, sizeof a);
-        return ct_fail_at(err, CT_ERR_CONFIG, file, c->line,
-                          "[%s] dense needs a flat input but gets %s; put a flatten layer before it",
-                          c->name, a);
+    const ct_layer_def *def = l->def;
+    if (l->n_in < def->min_inputs || l->n_in > def->max_inputs) {
+        const char *type = ct_layer_type_name(l->type);
+        if (def->min_inputs == def->max_inputs)
+            return ct_fail_at(err, CT_ERR_CONFIG, file, c->line, "[%s] %s needs exactly %d inputs", c->name, type,
+                              def->min_inputs);
+        return ct_fail_at(err, CT_ERR_CONFIG, file, c->line, "[%s] %s needs %d to %d inputs", c->name, type,
+                          def->min_inputs, def->max_inputs);
     }
-    if (l->type == CT_LAYER_ADD) {
-        ct_shape s1 = producer_shape(g, l->in[1]);
-        if (s1.h != l->in_shape.h || s1.w != l->in_shape.w || s1.c != l->in_shape.c) {
-            ct_shape_text(l->in_shape, a, sizeof a);
-            ct_shape_text(s1, b, sizeof b);
-            return ct_fail_at(err, CT_ERR_CONFIG, file, c->inputs_line ? c->inputs_line : c->line,
-                              "[%s] cannot add %s ('%s') and %s ('%s'): shapes differ", c->name, a,
-                              c->inputs[0], b, c->inputs[1]);
-        }
-    }
+    for (int k = 0; k < l->n_in; k++)
+        l->in_shapes[k] = producer_shape(g, l->in[k]);
+    l->in_shape = l->in_shapes[0];
     return CT_OK;
 }
 
@@ -93,14 +79,16 @@ ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int 
         ct_layer *l = &g->layers[i];
         l->cfg = &cfg->layers[i];
         l->type = l->cfg->type;
+        l->def = ct_layer_def_of(l->type);
         l->index = i;
         l->act = l->cfg->activation;
         l->dtype = CT_DTYPE_F32;
+        if (!l->def)
+            return ct_fail_at(err, CT_ERR_INTERNAL, cfg->file, l->cfg->line, "[%s] unknown layer type %d",
+                              l->cfg->name, (int)l->type);
         ct_status st = resolve_inputs(g, l, cfg->file, err);
         if (st == CT_OK)
-            st = check_shapes(g, l, cfg->file, err);
-        if (st == CT_OK)
-            st = ct_layer_kind_of(l->type)->infer(l, cfg->file, err);
+            st = l->def->infer(l, cfg->file, err);
         if (st != CT_OK)
             return st;
         l->w_off = g->n_params;
@@ -116,6 +104,7 @@ ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int 
 
 static void *own(ct_graph *g, size_t bytes)
 {
+    ct_device *dev = g->be->dev;
     g->allocated += bytes;
     if (bytes == 0)
         bytes = 1;
@@ -123,80 +112,115 @@ static void *own(ct_graph *g, size_t bytes)
     if (!grown)
         return NULL;
     g->owned = grown;
-    void *p = g->be->ops->alloc(g->be, bytes);
+    void *p = dev->ops->alloc(dev, bytes);
     if (p)
         g->owned[g->n_owned++] = p;
     return p;
 }
 
+/* A tensor of its own memory; NULL data when out of memory. */
+static ct_tensor own_tensor(ct_graph *g, ct_dtype dtype, int n, ct_shape shape)
+{
+    ct_tensor t = ct_tensor_make(NULL, dtype, n, shape);
+    t.data = own(g, ct_tensor_bytes(&t));
+    return t;
+}
+
+/* A flat tensor of `count` elements of its own memory. */
+static ct_tensor own_flat(ct_graph *g, ct_dtype dtype, size_t count)
+{
+    ct_tensor t = ct_tensor_flat(NULL, dtype, count);
+    t.data = own(g, ct_tensor_bytes(&t));
+    return t;
+}
+
 /* flatten only reinterprets its input, so it shares the producer's buffers */
 static int aliases_input(const ct_layer *l)
 {
-    return l->type == CT_LAYER_FLATTEN && l->in[0] != CT_INPUT_NODE;
+    return l->def->aliases_input && l->in[0] != CT_INPUT_NODE;
+}
+
+static size_t aux_bytes(const ct_layer *l, int n)
+{
+    if (!l->def->aux_count)
+        return 0;
+    ct_dtype dtype;
+    size_t count = l->def->aux_count(l, n, &dtype);
+    return count * ct_dtype_size(dtype);
 }
 
 size_t ct_graph_activation_bytes(const ct_graph *g, int i)
 {
     const ct_layer *l = &g->layers[i];
-    size_t out = ct_shape_size(l->out) * sizeof(float);
+    size_t out = ct_shape_size(l->out) * ct_dtype_size(l->dtype);
     size_t bytes = aliases_input(l) ? 0 : out;
     if (ct_layer_keeps_preactivation(l))
         bytes += out;
-    const ct_layer_kind *kind = ct_layer_kind_of(l->type);
-    if (kind->aux_bytes)
-        bytes += kind->aux_bytes(l, 1);
-    return bytes;
+    return bytes + aux_bytes(l, 1);
+}
+
+enum { TENSORS_PER_LAYER = 9 };  /* y, dy, z, aux, w, b, dw, db, state */
+
+/* The next free tensor slot, holding t. */
+static ct_tensor *slot(ct_graph *g, ct_tensor t)
+{
+    ct_tensor *p = &g->tensors[g->n_tensors++];
+    *p = t;
+    return p;
+}
+
+/* A view of `count` elements at `offset` of a flat tensor, (rows, 1, 1, count / rows). */
+static ct_tensor *view(ct_graph *g, const ct_tensor *flat, size_t offset, size_t count, int rows)
+{
+    char *base = (char *)flat->data + offset * ct_dtype_size(flat->dtype);
+    return slot(g, ct_tensor_make(base, flat->dtype, rows, (ct_shape){1, 1, (int)(count / (size_t)rows)}));
 }
 
 static ct_status bind_layers(ct_graph *g, ct_err *err)
 {
-    size_t n = (size_t)g->batch, offset = 0;
-    size_t max_out = 0, workspace = 0;
-    for (int i = 0; i < g->n_layers; i++) {
-        const ct_layer *l = &g->layers[i];
-        if (!aliases_input(l))
-            g->act_grad_floats += n * ct_shape_size(l->out);
-    }
-    g->act_grads = own(g, g->act_grad_floats * sizeof(float));
-    if (!g->act_grads)
+    int n = g->batch;
+    size_t grad_elems = 0, offset = 0;
+    for (int i = 0; i < g->n_layers; i++)
+        if (!aliases_input(&g->layers[i]))
+            grad_elems += (size_t)n * ct_shape_size(g->layers[i].out);
+    /* every activation gradient in one block (fp32 here; the layers' dtypes once they differ) */
+    g->act_grads = own_flat(g, CT_DTYPE_F32, grad_elems);
+    g->tensors = calloc((size_t)g->n_layers * TENSORS_PER_LAYER, sizeof *g->tensors);
+    if (!g->act_grads.data || !g->tensors)
         return ct_fail(err, CT_ERR_NOMEM, "out of memory for activation gradients");
     for (int i = 0; i < g->n_layers; i++) {
         ct_layer *l = &g->layers[i];
-        size_t out = n * ct_shape_size(l->out);
         for (int k = 0; k < l->n_in; k++) {
             int p = l->in[k];
-            l->x[k] = p == CT_INPUT_NODE ? g->x : g->layers[p].y;
+            l->x[k] = p == CT_INPUT_NODE ? &g->x : g->layers[p].y;
             l->dx[k] = p == CT_INPUT_NODE ? NULL : g->layers[p].dy;
         }
         if (aliases_input(l)) {
-            l->y = (float *)l->x[0];
-            l->dy = l->dx[0];
+            l->y = slot(g, ct_tensor_make(l->x[0]->data, l->dtype, n, l->out));
+            l->dy = slot(g, ct_tensor_make(l->dx[0]->data, l->dtype, n, l->out));
         } else {
-            l->y = own(g, out * sizeof(float));
-            l->dy = g->act_grads + offset;
-            offset += out;
+            l->y = slot(g, own_tensor(g, l->dtype, n, l->out));
+            char *grads = (char *)g->act_grads.data + offset * ct_dtype_size(g->act_grads.dtype);
+            l->dy = slot(g, ct_tensor_make(grads, l->dtype, n, l->out));
+            offset += l->dy->count;
         }
-        l->z = ct_layer_keeps_preactivation(l) ? own(g, out * sizeof(float)) : l->y;
-        const ct_layer_kind *kind = ct_layer_kind_of(l->type);
-        l->aux = kind->aux_bytes ? own(g, kind->aux_bytes(l, g->batch)) : NULL;
-        if (!l->y || !l->z || (kind->aux_bytes && !l->aux))
-            return ct_fail(err, CT_ERR_NOMEM, "out of memory for layer [%s] at batch %d", l->cfg->name, g->batch);
-        l->w = l->w_count ? g->params + l->w_off : NULL;
-        l->dw = l->w_count ? g->grads + l->w_off : NULL;
-        l->b = l->b_count ? g->params + l->b_off : NULL;
-        l->db = l->b_count ? g->grads + l->b_off : NULL;
-        l->state = l->state_count ? g->state + l->state_off : NULL;
-        if (out > max_out)
-            max_out = out;
-        size_t ws = g->be->ops->workspace_bytes(g->be, l, g->batch);
-        if (ws > workspace)
-            workspace = ws;
+        l->z = ct_layer_keeps_preactivation(l) ? slot(g, own_tensor(g, l->dtype, n, l->out)) : l->y;
+        l->aux = NULL;
+        if (l->def->aux_count) {
+            ct_dtype dtype;
+            size_t count = l->def->aux_count(l, n, &dtype);
+            l->aux = slot(g, ct_tensor_flat(NULL, dtype, count));
+            l->aux->data = own(g, ct_tensor_bytes(l->aux));
+        }
+        if (!l->y->data || !l->z->data || (l->aux && !l->aux->data))
+            return ct_fail(err, CT_ERR_NOMEM, "out of memory for layer [%s] at batch %d", l->cfg->name, n);
+        int rows = l->type == CT_LAYER_DENSE || l->type == CT_LAYER_CONV2D ? l->out.c : 1;
+        l->w = l->w_count ? view(g, &g->params, l->w_off, l->w_count, rows) : NULL;
+        l->dw = l->w_count ? view(g, &g->grads, l->w_off, l->w_count, rows) : NULL;
+        l->b = l->b_count ? view(g, &g->params, l->b_off, l->b_count, 1) : NULL;
+        l->db = l->b_count ? view(g, &g->grads, l->b_off, l->b_count, 1) : NULL;
+        l->state = l->state_count ? view(g, &g->state, l->state_off, l->state_count, 1) : NULL;
     }
-    g->be->workspace = own(g, workspace);
-    g->be->workspace_size = workspace;
-    g->be->scratch = own(g, max_out * sizeof(float));
-    if (!g->be->workspace || !g->be->scratch)
-        return ct_fail(err, CT_ERR_NOMEM, "out of memory for the %zu-byte workspace", workspace);
     return CT_OK;
 }
 
@@ -209,17 +233,17 @@ static ct_status init_params(ct_graph *g, uint64_t seed, ct_err *err)
     float *host_state = host + g->n_params;
     for (int i = 0; i < g->n_layers; i++) {
         const ct_layer *l = &g->layers[i];
-        const ct_layer_kind *kind = ct_layer_kind_of(l->type);
-        if (!kind->init)
+        if (!l->def->init)
             continue;
         /* one stream per layer: a layer's initial weights do not depend on the layers before it */
         ct_rng rng = {ct_hash3(seed, 0x494e4954ULL, (uint64_t)i)};
-        kind->init(l, host + l->w_off, l->b_count ? host + l->b_off : NULL,
-                   l->state_count ? host_state + l->state_off : NULL, &rng);
+        l->def->init(l, host + l->w_off, l->b_count ? host + l->b_off : NULL,
+                     l->state_count ? host_state + l->state_off : NULL, &rng);
     }
-    ct_status st = g->be->ops->upload(g->be, g->params, host, g->n_params * sizeof(float), err);
+    ct_device *dev = g->be->dev;
+    ct_status st = dev->ops->upload(dev, g->params.data, host, ct_tensor_bytes(&g->params), err);
     if (st == CT_OK && g->n_state)
-        st = g->be->ops->upload(g->be, g->state, host_state, g->n_state * sizeof(float), err);
+        st = dev->ops->upload(dev, g->state.data, host_state, ct_tensor_bytes(&g->state), err);
     free(host);
     return st;
 }
@@ -227,33 +251,30 @@ static ct_status init_params(ct_graph *g, uint64_t seed, ct_err *err)
 static int has_m(ct_optimizer opt) { return opt != CT_OPT_SGD; }
 static int has_v(ct_optimizer opt) { return opt == CT_OPT_ADAM || opt == CT_OPT_ADAMW; }
 
+/* Parameters, their gradients and the optimizer's moments are fp32 whatever the activations are. */
+static size_t param_bytes(const ct_graph *g) { return g->n_params * ct_dtype_size(CT_DTYPE_F32); }
+
 void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan)
 {
-    size_t n = (size_t)batch, pbytes = g->n_params * sizeof(float), max_out = 0, workspace = 0;
+    size_t n = (size_t)batch, pbytes = param_bytes(g), workspace = 0, scratch = 0;
     memset(plan, 0, sizeof *plan);
     plan->params = 2 * pbytes;
     plan->optimizer = (size_t)(has_m(opt) + has_v(opt)) * pbytes;
-    plan->state = g->n_state * sizeof(float);
-    plan->inputs = n * ct_shape_size(g->input) * sizeof(float) + n * sizeof(int32_t);
+    plan->state = g->n_state * ct_dtype_size(CT_DTYPE_F32);
+    plan->inputs = n * ct_shape_size(g->input) * ct_dtype_size(CT_DTYPE_F32) + n * ct_dtype_size(CT_DTYPE_I32);
     for (int i = 0; i < g->n_layers; i++) {
         const ct_layer *l = &g->layers[i];
-        size_t out = n * ct_shape_size(l->out) * sizeof(float);
-        const ct_layer_kind *kind = ct_layer_kind_of(l->type);
+        size_t out = n * ct_shape_size(l->out) * ct_dtype_size(l->dtype);
         if (!aliases_input(l)) {
             plan->activations += out;
             plan->gradients += out;
         }
         if (ct_layer_keeps_preactivation(l))
             plan->activations += out;
-        if (kind->aux_bytes)
-            plan->activations += kind->aux_bytes(l, batch);
-        if (out > max_out)
-            max_out = out;
-        size_t ws = be->ops->workspace_bytes(be, l, batch);
-        if (ws > workspace)
-            workspace = ws;
+        plan->activations += aux_bytes(l, batch);
     }
-    plan->workspace = workspace + max_out;
+    ct_backend_sizes(be, g, batch, &workspace, &scratch);
+    plan->workspace = workspace + scratch;
     plan->total = plan->params + plan->optimizer + plan->state + plan->inputs + plan->activations +
                   plan->gradients + plan->workspace;
 }
@@ -276,21 +297,23 @@ ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt
     }
     g->be = be;
     g->batch = batch;
-    size_t pbytes = g->n_params * sizeof(float);
-    g->params = own(g, pbytes);
-    g->grads = own(g, pbytes);
-    g->opt_m = has_m(opt) ? own(g, pbytes) : NULL;
-    g->opt_v = has_v(opt) ? own(g, pbytes) : NULL;
-    g->state = own(g, g->n_state * sizeof(float));
-    g->x = own(g, (size_t)batch * ct_shape_size(g->input) * sizeof(float));
-    g->labels = own(g, (size_t)batch * sizeof(int32_t));
-    if (!g->params || !g->grads || !g->state || !g->x || !g->labels ||
-        (has_m(opt) && !g->opt_m) || (has_v(opt) && !g->opt_v))
+    g->params = own_flat(g, CT_DTYPE_F32, g->n_params);
+    g->grads = own_flat(g, CT_DTYPE_F32, g->n_params);
+    g->opt_m = has_m(opt) ? own_flat(g, CT_DTYPE_F32, g->n_params) : ct_tensor_flat(NULL, CT_DTYPE_F32, 0);
+    g->opt_v = has_v(opt) ? own_flat(g, CT_DTYPE_F32, g->n_params) : ct_tensor_flat(NULL, CT_DTYPE_F32, 0);
+    g->state = own_flat(g, CT_DTYPE_F32, g->n_state);
+    g->x = own_tensor(g, CT_DTYPE_F32, batch, g->input);
+    g->labels = own_tensor(g, CT_DTYPE_I32, batch, (ct_shape){1, 1, 1});
+    if (!g->params.data || !g->grads.data || !g->state.data || !g->x.data || !g->labels.data ||
+        (has_m(opt) && !g->opt_m.data) || (has_v(opt) && !g->opt_v.data))
         return ct_fail(err, CT_ERR_NOMEM, "out of memory for %zu parameters at batch %d", g->n_params, batch);
     ct_status st = bind_layers(g, err);
-    if (st == CT_OK)
-        st = be->ops->input_reserve(be, (size_t)batch * ct_shape_size(g->input) * sizeof(float),
-                                    (size_t)batch * sizeof(int32_t), err);
+    if (st == CT_OK) {
+        size_t workspace, scratch;
+        ct_backend_sizes(be, g, batch, &workspace, &scratch);
+        st = be->ops->reserve(be, workspace, scratch, ct_tensor_bytes(&g->x), ct_tensor_bytes(&g->labels), err);
+        g->allocated += workspace + scratch;
+    }
     return st == CT_OK ? init_params(g, seed, err) : st;
 }
 
@@ -298,12 +321,9 @@ void ct_graph_free(ct_graph *g)
 {
     if (g->be)
         for (int i = 0; i < g->n_owned; i++)
-            g->be->ops->free(g->be, g->owned[i]);
-    if (g->be) {
-        g->be->workspace = NULL;
-        g->be->scratch = NULL;
-    }
+            g->be->dev->ops->free(g->be->dev, g->owned[i]);
     free(g->owned);
+    free(g->tensors);
     free(g->layers);
     memset(g, 0, sizeof *g);
 }
@@ -313,7 +333,8 @@ void ct_graph_free(ct_graph *g)
 ct_status ct_graph_forward(ct_graph *g, int n, int training, ct_err *err)
 {
     for (int i = 0; i < g->n_layers; i++) {
-        ct_status st = g->be->ops->forward(g->be, &g->layers[i], n, training, err);
+        ct_layer *l = &g->layers[i];
+        ct_status st = g->be->ops->layers[l->type]->forward(g->be, l, n, training, err);
         if (st != CT_OK)
             return st;
     }
@@ -323,16 +344,18 @@ ct_status ct_graph_forward(ct_graph *g, int n, int training, ct_err *err)
 ct_status ct_graph_zero_grads(ct_graph *g, int n, ct_err *err)
 {
     (void)n; /* the whole block: cheap next to a step, and layout stays batch-independent */
-    ct_status st = g->be->ops->zero(g->be, g->act_grads, g->act_grad_floats * sizeof(float), err);
+    ct_device *dev = g->be->dev;
+    ct_status st = dev->ops->zero(dev, g->act_grads.data, ct_tensor_bytes(&g->act_grads), err);
     if (st == CT_OK)
-        st = g->be->ops->zero(g->be, g->grads, g->n_params * sizeof(float), err);
+        st = dev->ops->zero(dev, g->grads.data, ct_tensor_bytes(&g->grads), err);
     return st;
 }
 
 ct_status ct_graph_backward(ct_graph *g, int n, ct_err *err)
 {
     for (int i = g->n_layers - 1; i >= 0; i--) {
-        ct_status st = g->be->ops->backward(g->be, &g->layers[i], n, err);
+        ct_layer *l = &g->layers[i];
+        ct_status st = g->be->ops->layers[l->type]->backward(g->be, l, n, err);
         if (st != CT_OK)
             return st;
     }

@@ -1,7 +1,8 @@
-/* The network: layers in config order with resolved inputs and shapes, and the memory bound to
- * them on a backend for a batch size. Data flows config -> net -> backend -> trainer. */
-#ifndef CT_NET_H
-#define CT_NET_H
+/* The network: layers in config order with resolved inputs and shapes (ct_graph_build), and the
+ * tensors bound to them on a backend for a batch size (ct_graph_bind). Data flows config ->
+ * graph -> replicas (each a bound graph with a backend on a device) -> trainer. */
+#ifndef CT_GRAPH_H
+#define CT_GRAPH_H
 
 #include "backend.h"
 
@@ -10,22 +11,22 @@ typedef struct ct_graph {
     int n_layers;
     ct_shape input;          /* per-sample input shape */
     int classes;
-    size_t n_params;         /* floats in the flat parameter buffer */
-    size_t n_state;          /* floats of non-trained state (batch-norm running statistics) */
+    size_t n_params;         /* elements of the flat parameter tensor */
+    size_t n_state;          /* elements of non-trained state (batch-norm running statistics) */
 
-    /* Bound by ct_graph_bind (backend memory). */
+    /* Bound by ct_graph_bind (backend memory). Flat tensors; opt_m, opt_v have NULL data when the
+     * optimizer keeps no such moment. */
     ct_backend *be;
     int batch;               /* the largest n a step may use */
-    float *params, *grads;   /* (n_params) */
-    float *opt_m, *opt_v;    /* optimizer state, (n_params) each or NULL */
-    float *state;            /* (n_state) */
-    float *x;                /* (batch, input) */
-    int32_t *labels;         /* (batch) */
-    float *act_grads;        /* every layer's dy, one block so a step zeroes it at once */
-    size_t act_grad_floats;
+    ct_tensor params, grads, opt_m, opt_v, state;
+    ct_tensor x;             /* (batch, input) */
+    ct_tensor labels;        /* (batch) int32 */
+    ct_tensor act_grads;     /* every layer's dy, one block */
+    ct_tensor *tensors;      /* the layers' tensors, which their pointers refer to */
+    int n_tensors;
     void **owned;            /* allocations to free */
     int n_owned;
-    size_t allocated;        /* bytes requested from the backend so far */
+    size_t allocated;        /* bytes requested from the device so far */
 } ct_graph;
 
 /* What ct_graph_bind allocates for a batch size, by purpose (bytes). */
@@ -36,7 +37,7 @@ typedef struct ct_memory_plan {
     size_t inputs;           /* the input batch and its labels */
     size_t activations;      /* outputs, pre-activations, argmax and dropout masks */
     size_t gradients;        /* activation gradients */
-    size_t workspace;        /* shared workspace and scratch */
+    size_t workspace;        /* the backend's workspace and scratch */
     size_t total;
 } ct_memory_plan;
 
@@ -45,9 +46,9 @@ void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer op
 
 /* Resolves inputs, infers shapes and checks them (errors name the layer's line). */
 ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int classes, ct_err *err);
-/* Allocates every buffer for batches up to `batch`, initialises parameters from `seed`. With a
- * limit (bytes, 0 = none) a plan above it is refused before anything is allocated, saying how much
- * the batch needs. */
+/* Allocates every tensor for batches up to `batch` on be's device, has the backend reserve its
+ * workspace, initialises parameters from `seed`. With a limit (bytes, 0 = none) a plan above it
+ * is refused before anything is allocated, saying how much the batch needs. */
 ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, uint64_t seed,
                         size_t limit, ct_err *err);
 void ct_graph_free(ct_graph *g);

@@ -1,70 +1,93 @@
-/* A layer of the network graph: what its type computes, its shapes, where its parameters and
- * buffers live. Each layer type (one file in engine/layers/) defines shape inference, parameter
- * counts and initialisation, FLOPs and memory once; each backend implements forward/backward. */
+/* A layer of the network: its type's record (rules), its resolved inputs and shapes, and the
+ * tensors bound to it for a batch size.
+ *
+ * Everything a layer type is lives in its record, ct_layer_def_<type> (engine/graph/layers/):
+ * inputs it takes, whether it aliases its input or fuses an activation, its config keys, shape
+ * inference and checks, parameter counts and initialisation, FLOPs and memory. Backends add
+ * forward and backward per type (engine/cpu/<type>.c, engine/cuda/<type>.c); the list of types
+ * is CT_LAYER_TYPES in base/types.h. */
 #ifndef CT_LAYER_H
 #define CT_LAYER_H
 
-#include "config/config.h"
 #include "base/rng.h"
+#include "base/tensor.h"
+#include "base/window.h"
+#include "config/config.h"
 
 #define CT_INPUT_NODE (-1)   /* producer index meaning "the network's input batch" */
 
+
+struct ct_layer_def;
+
 typedef struct ct_layer {
-    const ct_layer_config *cfg;  /* name, line, type options */
+    const struct ct_layer_def *def;  /* the type's record */
+    const ct_layer_config *cfg;      /* name, line, type options */
     ct_layer_type type;
     int index;
-    int in[CT_MAX_INPUTS];       /* producer layers, CT_INPUT_NODE for the data */
+    int in[CT_MAX_INPUTS];           /* producer layers, CT_INPUT_NODE for the data */
     int n_in;
-    ct_shape in_shape;           /* shape of in[0] (add checks in[1] equals it) */
+    ct_shape in_shapes[CT_MAX_INPUTS];
+    ct_shape in_shape;               /* in_shapes[0], which most types read */
     ct_shape out;
-    ct_activation act;           /* fused activation (dense, conv2d, add) or the activation layer's */
+    ct_activation act;               /* fused activation (def->fused_activation) or the activation layer's */
+    ct_dtype dtype;                  /* of its activations and their gradients */
 
-    /* conv2d and pooling geometry */
+    /* convolution and pooling geometry (kernel, stride, leading pads) */
     int kh, kw, stride, pad_t, pad_l;
 
-    /* Trainable parameters as offsets (in floats) into the network's flat parameter buffer:
-     * w = weights (dense (units, in), conv (f, kh, kw, c)) or batch-norm gamma; b = bias or beta. */
+    /* Trainable parameters as element offsets into the network's flat parameter tensor:
+     * w = weights (dense (units, in), conv (f, kh, kw, c)) or batch-norm gamma; b = bias or beta.
+     * Non-trained state (batch-norm running mean then running variance) in the state tensor. */
     size_t w_off, w_count, b_off, b_count;
-    /* Non-trained state (batch-norm running mean then running variance) in the state buffer. */
     size_t state_off, state_count;
 
-    /* Buffers bound by the network for a batch size (backend memory; NULL when unused), NHWC,
-     * of type `dtype` (x, y, z, dy, dx: activations and their gradients; parameters stay fp32). */
-    ct_dtype dtype;
-    const float *x[CT_MAX_INPUTS];   /* inputs: producers' outputs */
-    float *dx[CT_MAX_INPUTS];        /* producers' output gradients; NULL for the data input */
-    float *y, *dy;                   /* output and its gradient: (n, out) */
-    float *z;                        /* pre-activation when a fused activation needs it, else y */
-    void *aux;                       /* argmax, dropout mask, saved batch-norm statistics */
-    float *w, *b, *dw, *db, *state;
+    /* Bound by ct_graph_bind, NULL where unused. x[k] is producer k's y (the graph's input tensor
+     * for the data); dx[k] its dy (NULL for the data). z is the pre-activation where a fused
+     * activation needs it kept, else the same tensor as y. aux: argmax, dropout mask, saved
+     * batch-norm statistics. w, b, dw, db, state: views into the flat parameter, gradient and
+     * state tensors. */
+    const ct_tensor *x[CT_MAX_INPUTS];
+    ct_tensor *dx[CT_MAX_INPUTS];
+    ct_tensor *y, *dy, *z, *aux;
+    ct_tensor *w, *b, *dw, *db, *state;
 } ct_layer;
 
-typedef struct ct_layer_kind {
-    /* Sets out, geometry and parameter/state counts from cfg and in_shape; shape errors name
-     * the layer's line. */
+/* The rules of one layer type. */
+typedef struct ct_layer_def {
+    int min_inputs, max_inputs;      /* 1, 1 for a layer that reads one producer */
+    int aliases_input;               /* the output is the input reinterpreted (flatten): no buffers */
+    int fused_activation;            /* takes `activation =` and applies it to its own output */
+    /* Config keys of this type beyond `type` and `input(s)` (config/table.h). */
+    const struct ct_key_spec *keys;
+    size_t n_keys;
+    /* Checks l->in_shapes and sets l->out, the geometry and the parameter and state counts from
+     * l->cfg; errors name the layer's line in `file`. */
     ct_status (*infer)(ct_layer *l, const char *file, ct_err *err);
     /* Forward FLOPs for one sample (a multiply-add counts 2). */
     double (*flops)(const ct_layer *l);
-    /* Bytes of aux per batch of n samples. */
-    size_t (*aux_bytes)(const ct_layer *l, int n);
-    /* Initial parameters (host memory) and state; NULL when the layer has none. */
+    /* Elements and dtype of aux for a batch of n; NULL when the type keeps none. */
+    size_t (*aux_count)(const ct_layer *l, int n, ct_dtype *dtype);
+    /* Initial parameters and state (host memory, fp32); NULL when the type has none. */
     void (*init)(const ct_layer *l, float *w, float *b, float *state, ct_rng *rng);
-} ct_layer_kind;
+} ct_layer_def;
 
-const ct_layer_kind *ct_layer_kind_of(ct_layer_type type);
+const ct_layer_def *ct_layer_def_of(ct_layer_type type);
 
 /* True when a fused activation needs the pre-activation kept apart from the output. */
 static inline int ct_layer_keeps_preactivation(const ct_layer *l)
 {
-    return (l->type == CT_LAYER_DENSE || l->type == CT_LAYER_CONV2D || l->type == CT_LAYER_ADD) &&
-           l->act != CT_ACT_LINEAR;
+    return l->def->fused_activation && l->act != CT_ACT_LINEAR;
 }
 
 /* Shared by dense and conv2d: He (relu-like) or Glorot uniform, per `init` and the activation. */
 void ct_init_uniform_fan(float *w, size_t count, int fan_in, int fan_out, ct_init init,
                          ct_activation act, ct_rng *rng);
 
-/* Output size and leading pad of one spatial dimension, for convolution and pooling windows. */
-void ct_conv_dim(int in, int k, int stride, ct_padding padding, int *out, int *pad_before);
+/* The layer's window geometry for a batch of n (conv2d, pools). */
+static inline ct_window_geom ct_layer_window(const ct_layer *l, int n)
+{
+    return (ct_window_geom){n, l->in_shape.h, l->in_shape.w, l->in_shape.c, l->out.c, l->kh, l->kw,
+                            l->stride, l->pad_t, l->pad_l, l->out.h, l->out.w};
+}
 
 #endif

@@ -8,27 +8,28 @@
 
 enum { BENCH_BATCHES = 4, BENCH_WINDOWS = 5 };
 
+/* Device copies of whole batches: (batch, input) fp32 and (batch) int32 each. */
 typedef struct bench_data {
-    float *x[BENCH_BATCHES];
-    int32_t *y[BENCH_BATCHES];
+    void *x[BENCH_BATCHES];
+    void *y[BENCH_BATCHES];
 } bench_data;
 
-static void free_data(ct_backend *be, bench_data *d)
+static void free_data(ct_device *dev, bench_data *d)
 {
     for (int k = 0; k < BENCH_BATCHES; k++) {
         if (d->x[k])
-            be->ops->free(be, d->x[k]);
+            dev->ops->free(dev, d->x[k]);
         if (d->y[k])
-            be->ops->free(be, d->y[k]);
+            dev->ops->free(dev, d->y[k]);
     }
 }
 
 /* BENCH_BATCHES full batches of shuffled training samples (wrapping round a small set), staged
  * once and copied aside. */
-static ct_status make_data(ct_net *net, bench_data *d, size_t xb, size_t yb, ct_err *err)
+static ct_status make_data(ct_net *net, ct_replica *r, bench_data *d, size_t xb, size_t yb, ct_err *err)
 {
-    ct_graph *g = &net->graph;
-    ct_backend *be = net->be;
+    ct_graph *g = &r->graph;
+    ct_device *dev = r->dev;
     long count = net->train.count, batch = g->batch;
     long *idx = malloc((size_t)batch * sizeof *idx);
     if (!idx)
@@ -36,36 +37,36 @@ static ct_status make_data(ct_net *net, bench_data *d, size_t xb, size_t yb, ct_
     ct_shuffle_indices(net->order, count, net->cfg.train.seed, 0);
     ct_status st = CT_OK;
     for (int k = 0; k < BENCH_BATCHES && st == CT_OK; k++) {
-        d->x[k] = be->ops->alloc(be, xb);
-        d->y[k] = be->ops->alloc(be, yb);
+        d->x[k] = dev->ops->alloc(dev, xb);
+        d->y[k] = dev->ops->alloc(dev, yb);
         if (!d->x[k] || !d->y[k]) {
             st = ct_fail(err, CT_ERR_NOMEM, "out of memory for benchmark batches at batch %ld", batch);
             break;
         }
         for (long i = 0; i < batch; i++)
             idx[i] = net->order[(k * batch + i) % count];
-        st = ct_train_stage_batch(net, &net->train, idx, (int)batch, 1, (uint64_t)k, err);
+        st = ct_train_stage_batch(net, r, &net->train, idx, (int)batch, 1, (uint64_t)k, err);
         if (st == CT_OK)
-            st = be->ops->copy(be, d->x[k], g->x, xb, err);
+            st = dev->ops->copy(dev, d->x[k], g->x.data, xb, err);
         if (st == CT_OK)
-            st = be->ops->copy(be, d->y[k], g->labels, yb, err);
+            st = dev->ops->copy(dev, d->y[k], g->labels.data, yb, err);
     }
     free(idx);
     return st;
 }
 
-static ct_status run_steps(ct_net *net, const bench_data *d, long from, long count, size_t xb, size_t yb,
-                           ct_err *err)
+static ct_status run_steps(ct_net *net, ct_replica *r, const bench_data *d, long from, long count, size_t xb,
+                           size_t yb, ct_err *err)
 {
-    ct_graph *g = &net->graph;
-    ct_backend *be = net->be;
+    ct_graph *g = &r->graph;
+    ct_device *dev = r->dev;
     float lr = net->cfg.train.learning_rate;
     ct_status st = CT_OK;
     for (long i = from; i < from + count && st == CT_OK; i++) {
         int k = (int)(i % BENCH_BATCHES);
-        st = be->ops->copy(be, g->x, d->x[k], xb, err);
+        st = dev->ops->copy(dev, g->x.data, d->x[k], xb, err);
         if (st == CT_OK)
-            st = be->ops->copy(be, g->labels, d->y[k], yb, err);
+            st = dev->ops->copy(dev, g->labels.data, d->y[k], yb, err);
         if (st == CT_OK)
             st = ct_train_step(net, g->batch, lr, err);
     }
@@ -82,17 +83,22 @@ ct_status ct_bench(ct_net *net, int warmup, long steps, ct_bench_result *out)
     if (st != CT_OK)
         return st;
     ct_err *err = &net->err;
-    ct_graph *g = &net->graph;
-    ct_backend *be = net->be;
+    /* one replica is timed (bench runs one device until mirrored data parallelism lands) */
+    ct_replica *r = &net->replicas[0];
+    ct_graph *g = &r->graph;
+    ct_backend *be = r->be;
+    ct_device *dev = r->dev;
     ct_train_apply_threads(net);
-    size_t xb = (size_t)g->batch * ct_shape_size(g->input) * sizeof(float), yb = (size_t)g->batch * sizeof(int32_t);
+    size_t xb = ct_tensor_bytes(&g->x), yb = ct_tensor_bytes(&g->labels);
     bench_data d = {0};
     double loss = 0.0, total = 0.0, best = -1.0;
     long correct = 0, done = 0;
-    st = make_data(net, &d, xb, yb, err);
+    st = dev->ops->activate(dev, err);
+    if (st == CT_OK)
+        st = make_data(net, r, &d, xb, yb, err);
     /* warm-up: the first step of a shape runs directly, the second is captured */
     if (st == CT_OK)
-        st = run_steps(net, &d, 0, warmup, xb, yb, err);
+        st = run_steps(net, r, &d, 0, warmup, xb, yb, err);
     if (st == CT_OK)
         st = be->ops->read_metrics(be, &loss, &correct, 1, err);
     for (int w = 0; w < BENCH_WINDOWS && st == CT_OK; w++) {
@@ -100,13 +106,13 @@ ct_status ct_bench(ct_net *net, int warmup, long steps, ct_bench_result *out)
         if (n == 0)
             continue;
         double ms = 0.0;
-        st = be->ops->mark(be, 0, err);
+        st = dev->ops->mark(dev, 0, err);
         if (st == CT_OK)
-            st = run_steps(net, &d, warmup + done, n, xb, yb, err);
+            st = run_steps(net, r, &d, warmup + done, n, xb, yb, err);
         if (st == CT_OK)
-            st = be->ops->mark(be, 1, err);
+            st = dev->ops->mark(dev, 1, err);
         if (st == CT_OK)
-            st = be->ops->elapsed(be, 0, 1, &ms, err);
+            st = dev->ops->elapsed(dev, 0, 1, &ms, err);
         if (st == CT_OK) {
             total += ms;
             done += n;
@@ -116,7 +122,7 @@ ct_status ct_bench(ct_net *net, int warmup, long steps, ct_bench_result *out)
     }
     if (st == CT_OK)
         st = be->ops->read_metrics(be, &loss, &correct, 1, err);
-    free_data(be, &d);
+    free_data(dev, &d);
     if (st != CT_OK)
         return st;
     if (!isfinite(loss))

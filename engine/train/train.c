@@ -18,58 +18,102 @@ static double now_seconds(void)
  * pipeline's CT_PIPELINE_SALT_AUGMENT). */
 enum { SALT_DROPOUT = 0x44524f50 };
 
-/* Assembles samples idx[0..n) into the backend's host staging and commits them to g->x and
- * g->labels, in stream order before the next step's work. */
-ct_status ct_train_stage_batch(ct_net *net, const ct_dataset *ds, const long *idx, int n, int augment,
-                               uint64_t aug_seed, ct_err *err)
+/* What every replica's backend has accumulated since the last reset: metrics are sums over
+ * replicas. */
+static ct_status read_metrics(ct_net *net, double *loss_sum, long *correct, int reset, ct_err *err)
 {
-    ct_graph *g = &net->graph;
+    *loss_sum = 0.0;
+    *correct = 0;
+    for (int i = 0; i < net->n_replicas; i++) {
+        ct_backend *be = net->replicas[i].be;
+        double loss = 0.0;
+        long right = 0;
+        ct_status st = be->ops->read_metrics(be, &loss, &right, reset, err);
+        if (st != CT_OK)
+            return st;
+        *loss_sum += loss;
+        *correct += right;
+    }
+    return CT_OK;
+}
+
+/* Makes every replica's device current for the calling thread, which drives them all for now. */
+static ct_status activate_devices(ct_net *net, ct_err *err)
+{
+    for (int i = 0; i < net->n_replicas; i++) {
+        ct_device *dev = net->replicas[i].dev;
+        ct_status st = dev->ops->activate(dev, err);
+        if (st != CT_OK)
+            return st;
+    }
+    return CT_OK;
+}
+
+ct_status ct_train_stage_batch(ct_net *net, ct_replica *r, const ct_dataset *ds, const long *idx, int n,
+                               int augment, uint64_t aug_seed, ct_err *err)
+{
     float *hx;
     int32_t *hy;
-    ct_status st = net->be->ops->input_host(net->be, &hx, &hy, err);
+    int slot;
+    ct_status st = ct_replica_host_slot(r, &hx, &hy, &slot, err);
     if (st != CT_OK)
         return st;
     ct_make_batch(ds, idx, n, &net->augment, augment, aug_seed, hx, hy);
-    return net->be->ops->input_commit(net->be, g->x, g->labels, (size_t)n * ct_shape_size(g->input) * sizeof(float),
-                                      (size_t)n * sizeof(int32_t), err);
+    return ct_replica_submit_slot(r, slot, n, err);
 }
 
-static ct_optim_step optim_step(const ct_net *net)
+static ct_optim_step optim_step(const ct_net *net, ct_graph *g)
 {
     const ct_train_config *t = &net->cfg.train;
-    const ct_graph *g = &net->graph;
     return (ct_optim_step){
-        .kind = t->optimizer, .params = g->params, .grads = g->grads, .m = g->opt_m, .v = g->opt_v,
-        .count = g->n_params, .momentum = t->momentum, .beta1 = t->beta1, .beta2 = t->beta2,
+        .kind = t->optimizer, .params = &g->params, .grads = &g->grads,
+        .m = g->opt_m.data ? &g->opt_m : NULL, .v = g->opt_v.data ? &g->opt_v : NULL,
+        .momentum = t->momentum, .beta1 = t->beta1, .beta2 = t->beta2,
         .epsilon = t->epsilon, .weight_decay = t->weight_decay, .nesterov = t->nesterov,
     };
 }
 
 typedef struct step_ctx {
     ct_net *net;
+    ct_replica *replica;
     int n;
 } step_ctx;
 
-/* The work of one step, enqueued without reading anything back: the backend may capture it once
- * and replay it, so everything that changes per step comes through set_step. */
+/* The work of one step on one replica, enqueued without reading anything back: the backend may
+ * capture it once and replay it, so everything that changes per step comes through set_step.
+ * The gradients' all-reduce sits between backward and the update, inside the captured step. */
 static ct_status step_work(void *p, ct_err *err)
 {
     step_ctx *c = p;
-    ct_net *net = c->net;
-    ct_graph *g = &net->graph;
+    ct_replica *r = c->replica;
+    ct_graph *g = &r->graph;
+    ct_backend *be = r->be;
     ct_layer *out = ct_graph_output(g);
     ct_status st = ct_graph_forward(g, c->n, 1, err);
     if (st == CT_OK)
         st = ct_graph_zero_grads(g, c->n, err);
     if (st == CT_OK)
-        st = net->be->ops->loss(net->be, out->y, g->labels, out->dy, c->n, g->classes, err);
+        st = be->ops->loss(be, out->y, &g->labels, out->dy, c->n, err);
     if (st == CT_OK)
         st = ct_graph_backward(g, c->n, err);
+    if (st == CT_OK)
+        st = c->net->comm->ops->all_reduce_mean(c->net->comm, r->rank, be, &g->grads, err);
     if (st == CT_OK) {
-        ct_optim_step s = optim_step(net);
-        st = net->be->ops->optimizer_step(net->be, &s, err);
+        ct_optim_step s = optim_step(c->net, g);
+        st = be->ops->optimizer_step(be, &s, err);
     }
     return st;
+}
+
+/* Replica i's share of a global batch of n: an even split, the remainder to the first ranks. */
+static int slice_size(const ct_net *net, int i, int n)
+{
+    return n / net->n_replicas + (i < n % net->n_replicas);
+}
+
+static int slice_start(const ct_net *net, int i, int n)
+{
+    return i * (n / net->n_replicas) + (i < n % net->n_replicas ? i : n % net->n_replicas);
 }
 
 ct_status ct_train_step(ct_net *net, int n, float lr, ct_err *err)
@@ -80,11 +124,15 @@ ct_status ct_train_step(ct_net *net, int n, float lr, ct_err *err)
         .lr = lr, .t = step, .bias1 = ct_adam_bias(t->beta1, step), .bias2 = ct_adam_bias(t->beta2, step),
         .dropout_seed = ct_hash3(t->seed, SALT_DROPOUT, (uint64_t)net->step),
     };
-    step_ctx ctx = {net, n};
-    ct_status st = net->be->ops->set_step(net->be, &s, err);
-    /* the batch size is the shape that a captured step is specific to */
-    if (st == CT_OK)
-        st = net->be->ops->run_step(net->be, n, step_work, &ctx, err);
+    ct_status st = CT_OK;
+    for (int i = 0; i < net->n_replicas && st == CT_OK; i++) {
+        ct_replica *r = &net->replicas[i];
+        step_ctx ctx = {net, r, slice_size(net, i, n)};
+        st = r->be->ops->set_step(r->be, &s, err);
+        /* the batch size is the shape that a captured step is specific to */
+        if (st == CT_OK)
+            st = r->be->ops->run_step(r->be, ctx.n, step_work, &ctx, err);
+    }
     if (st == CT_OK)
         net->step++;
     return st;
@@ -93,10 +141,12 @@ ct_status ct_train_step(ct_net *net, int n, float lr, ct_err *err)
 /* Names the first layer whose output is not finite, to point at where a divergence starts. */
 static ct_status non_finite_failure(ct_net *net, int n, ct_err *err)
 {
-    ct_graph *g = &net->graph;
+    ct_replica *r = &net->replicas[0];
+    ct_graph *g = &r->graph;
+    n = slice_size(net, 0, n);
     for (int i = 0; i < g->n_layers; i++) {
         const ct_layer *l = &g->layers[i];
-        if (!net->be->ops->all_finite(net->be, l->y, (size_t)n * ct_shape_size(l->out)))
+        if (!r->be->ops->all_finite(r->be, l->y, (size_t)n * ct_shape_size(l->out)))
             return ct_fail(err, CT_ERR_NUMERIC,
                            "the training loss is not finite at step %ld (epoch %d); the first layer "
                            "with a non-finite output is [%s]: lower learning_rate", net->step,
@@ -114,9 +164,18 @@ static int report_progress(const ct_callbacks *cb, ct_net *net, long done, long 
 {
     double loss_sum = 0.0;
     long correct = 0, seen = -1;
-    *st = net->be->ops->peek_metrics(net->be, images, &loss_sum, &correct, &seen, err);
-    if (*st != CT_OK)
-        return 1;
+    for (int i = 0; i < net->n_replicas; i++) {
+        ct_backend *be = net->replicas[i].be;
+        double loss = 0.0;
+        long right = 0, tag = -1;
+        *st = be->ops->peek_metrics(be, images, &loss, &right, &tag, err);
+        if (*st != CT_OK)
+            return 1;
+        /* the figures of the oldest snapshot any replica has completed */
+        loss_sum += loss;
+        correct += right;
+        seen = i == 0 || tag < seen ? tag : seen;
+    }
     double seconds = now_seconds() - started;
     ct_progress p = {
         .epoch = net->epoch + 1, .epochs = net->cfg.train.epochs, .step_in_epoch = done,
@@ -128,28 +187,33 @@ static int report_progress(const ct_callbacks *cb, ct_net *net, long done, long 
     return cb->on_step(&p, cb->user);
 }
 
-/* The pipeline slot whose batch is being copied to the device: it goes back to the workers once
- * the copy has read it, which is by the next batch's hand-over (the copy overlaps a step). */
+/* The pipeline slot whose batch is being copied to the devices: it goes back to the workers once
+ * every replica's copy has read it, which is by the next batch's hand-over (the copy overlaps a
+ * step). Each replica's copy is named by its feed_ticket. */
 typedef struct held_batch {
     int slot;                /* -1: none */
-    long ticket;
 } held_batch;
 
 static ct_status give_back(ct_net *net, held_batch *h, ct_err *err)
 {
     ct_status st = CT_OK;
     if (h->slot >= 0) {
-        st = net->be->ops->input_wait(net->be, h->ticket, err);
+        for (int i = 0; i < net->n_replicas; i++) {
+            ct_replica *r = &net->replicas[i];
+            ct_status wait = r->be->ops->input_wait(r->be, r->feed_ticket, err);
+            if (st == CT_OK)
+                st = wait;
+        }
         ct_pipeline_release(net->pipeline, h->slot);
         h->slot = -1;
     }
     return st;
 }
 
-/* Hands the pipeline's next batch to the backend; *n = its size (0: the epoch has no more). */
+/* Hands the pipeline's next batch to the replicas, each its slice; *n = its size (0: the epoch
+ * has no more). */
 static ct_status feed(ct_net *net, held_batch *h, int *n, double *waited, ct_err *err)
 {
-    ct_graph *g = &net->graph;
     ct_batch_view v;
     double wait = 0.0;
     ct_status st = ct_pipeline_next(net->pipeline, &v, &wait, err);
@@ -157,19 +221,26 @@ static ct_status feed(ct_net *net, held_batch *h, int *n, double *waited, ct_err
     *n = st == CT_OK ? v.n : 0;
     if (st != CT_OK || v.n == 0)
         return st;
-    ct_input_batch in = {
-        .n = v.n, .shape = g->input, .x = v.x, .x_u8 = v.x_u8, .y = v.y, .aug = &net->augment_params,
-        .augment = v.augment, .augment_seed = v.augment_seed,
-    };
-    long ticket = 0;
-    st = net->be->ops->input_submit(net->be, &in, g->x, g->labels, &ticket, err);
-    /* the previous batch's copy ran while the step before this one computed: its slot is free */
+    for (int i = 0; i < net->n_replicas && st == CT_OK; i++) {
+        ct_replica *r = &net->replicas[i];
+        ct_graph *g = &r->graph;
+        size_t first = (size_t)slice_start(net, i, v.n), sample = ct_shape_size(g->input);
+        ct_input_batch in = {
+            .n = slice_size(net, i, v.n), .shape = g->input, .x = v.x ? v.x + first * sample : NULL,
+            .x_u8 = v.x_u8 ? v.x_u8 + first * sample : NULL, .y = v.y + first, .aug = &net->augment_params,
+            .augment = v.augment, .augment_seed = v.augment_seed,
+        };
+        st = r->be->ops->input_submit(r->be, &in, &g->x, &g->labels, &r->next_feed_ticket, err);
+    }
+    /* the previous batch's copies ran while the step before this one computed: its slot is free */
     ct_status back = give_back(net, h, err);
-    *h = (held_batch){v.slot, ticket};
+    for (int i = 0; i < net->n_replicas; i++)
+        net->replicas[i].feed_ticket = net->replicas[i].next_feed_ticket;
+    h->slot = v.slot;
     if (st == CT_OK)
         st = back;
     /* with one slot (sync mode, prefetch 1) or a copy already done (the CPU), return it at once */
-    if (st == CT_OK && (net->be->host_memory || net->pipeline_depth < 2))
+    if (st == CT_OK && (net->replicas[0].dev->host_memory || net->pipeline_depth < 2))
         st = give_back(net, h, err);
     return st;
 }
@@ -182,10 +253,10 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
     long every = cb && cb->step_every > 0 ? cb->step_every : 20;
     double loss_sum = 0.0, started = now_seconds(), waited = 0.0;
     long correct = 0, images = 0;
-    int last_n = net->graph.batch;   /* size of the last batch, whose activations a failure inspects */
+    int last_n = net->batch;   /* size of the last batch, whose activations a failure inspects */
     float lr = t->learning_rate;
-    held_batch held = {-1, 0};
-    ct_status st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 1, err);
+    held_batch held = {-1};
+    ct_status st = read_metrics(net, &loss_sum, &correct, 1, err);
 
     /* a checkpoint saved mid-epoch resumes at the batch after it: the order is a function of
      * (seed, epoch), so the remaining batches are the ones the interrupted run would have seen */
@@ -205,8 +276,8 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
         images += n;
         /* where reading back is free, catch a divergence at its step, before anything saves it;
          * elsewhere it is caught at the next metrics read */
-        if (st == CT_OK && net->be->host_memory &&
-            (st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 0, err)) == CT_OK && !isfinite(loss_sum))
+        if (st == CT_OK && net->replicas[0].dev->host_memory &&
+            (st = read_metrics(net, &loss_sum, &correct, 0, err)) == CT_OK && !isfinite(loss_sum))
             st = non_finite_failure(net, n, err);
         if (st == CT_OK && cb && cb->on_step && ((b + 1) % every == 0 || b + 1 == steps)) {
             int stop = report_progress(cb, net, b + 1, steps, images, started, waited, err, &st);
@@ -224,7 +295,7 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
     if (st != CT_OK)
         ct_pipeline_stop(net->pipeline);
     if (st == CT_OK)
-        st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 1, err);
+        st = read_metrics(net, &loss_sum, &correct, 1, err);
     if (st != CT_OK)
         return st;
     double train_seconds = now_seconds() - started;
@@ -263,6 +334,9 @@ void ct_train_apply_threads(const ct_net *net)
 ct_status ct_train_fit(ct_net *net, const ct_callbacks *cb)
 {
     ct_train_apply_threads(net);
+    ct_status activated = activate_devices(net, &net->err);
+    if (activated != CT_OK)
+        return activated;
     while (net->epoch < net->cfg.train.epochs) {
         ct_epoch_stats es;
         ct_status st = run_epoch(net, cb, &es);
@@ -276,28 +350,33 @@ ct_status ct_train_fit(ct_net *net, const ct_callbacks *cb)
     return CT_OK;
 }
 
+/* Evaluation runs on the first replica: a forward pass needs no agreement between them. */
 ct_status ct_train_evaluate(ct_net *net, const ct_dataset *ds, ct_eval_result *out)
 {
     ct_err *err = &net->err;
-    ct_graph *g = &net->graph;
+    ct_replica *r = &net->replicas[0];
+    ct_graph *g = &r->graph;
+    ct_backend *be = r->be;
     int batch = g->batch;
     double loss_sum = 0.0;
     long correct = 0;
     ct_train_apply_threads(net);
     /* evaluation runs between epochs, so it may reuse (and clears) the metric accumulators */
-    ct_status st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 1, err);
+    ct_status st = activate_devices(net, err);
+    if (st == CT_OK)
+        st = read_metrics(net, &loss_sum, &correct, 1, err);
     for (long start = 0; start < ds->count && st == CT_OK; start += batch) {
         int n = (int)(ds->count - start < batch ? ds->count - start : batch);
         for (int i = 0; i < n; i++)
             net->eval_order[i] = start + i;
-        st = ct_train_stage_batch(net, ds, net->eval_order, n, 0, 0, err);
+        st = ct_train_stage_batch(net, r, ds, net->eval_order, n, 0, 0, err);
         if (st == CT_OK)
             st = ct_graph_forward(g, n, 0, err);
         if (st == CT_OK)
-            st = net->be->ops->loss(net->be, ct_graph_output(g)->y, g->labels, NULL, n, g->classes, err);
+            st = be->ops->loss(be, ct_graph_output(g)->y, &g->labels, NULL, n, err);
     }
     if (st == CT_OK)
-        st = net->be->ops->read_metrics(net->be, &loss_sum, &correct, 1, err);
+        st = read_metrics(net, &loss_sum, &correct, 1, err);
     if (st != CT_OK)
         return st;
     out->images = ds->count;

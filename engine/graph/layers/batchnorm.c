@@ -18,10 +18,11 @@ static double bn_flops(const ct_layer *l)
 }
 
 /* Saved batch mean and inverse standard deviation for backward. */
-static size_t bn_aux(const ct_layer *l, int n)
+static size_t bn_aux(const ct_layer *l, int n, ct_dtype *dtype)
 {
     (void)n;
-    return 2 * (size_t)l->out.c * sizeof(float);
+    *dtype = CT_DTYPE_F32;
+    return 2 * (size_t)l->out.c;
 }
 
 static void bn_init(const ct_layer *l, float *gamma, float *beta, float *state, ct_rng *rng)
@@ -36,4 +37,6 @@ static void bn_init(const ct_layer *l, float *gamma, float *beta, float *state, 
     }
 }
 
-const ct_layer_kind ct_batchnorm_kind = {bn_infer, bn_flops, bn_aux, bn_init};
+const ct_layer_def ct_layer_def_batchnorm = {
+    .min_inputs = 1, .max_inputs = 1, .infer = bn_infer, .flops = bn_flops, .aux_count = bn_aux, .init = bn_init,
+};

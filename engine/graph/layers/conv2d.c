@@ -4,20 +4,6 @@
 
 #include "graph/layer.h"
 
-void ct_conv_dim(int in, int k, int stride, ct_padding padding, int *out, int *pad_before)
-{
-    if (padding == CT_PAD_SAME) {
-        *out = (in + stride - 1) / stride;
-        int total = (*out - 1) * stride + k - in;
-        if (total < 0)
-            total = 0;
-        *pad_before = total / 2;
-    } else {
-        *out = in >= k ? (in - k) / stride + 1 : 0;
-        *pad_before = 0;
-    }
-}
-
 static ct_status conv_infer(ct_layer *l, const char *file, ct_err *err)
 {
     const ct_layer_config *c = l->cfg;
@@ -25,8 +11,8 @@ static ct_status conv_infer(ct_layer *l, const char *file, ct_err *err)
     l->kh = l->kw = c->size;
     l->stride = c->stride > 0 ? c->stride : 1;
     int oh, ow;
-    ct_conv_dim(in.h, l->kh, l->stride, c->padding, &oh, &l->pad_t);
-    ct_conv_dim(in.w, l->kw, l->stride, c->padding, &ow, &l->pad_l);
+    ct_window_dim(in.h, l->kh, l->stride, c->padding == CT_PAD_SAME, &oh, &l->pad_t);
+    ct_window_dim(in.w, l->kw, l->stride, c->padding == CT_PAD_SAME, &ow, &l->pad_l);
     if (oh <= 0 || ow <= 0)
         return ct_fail_at(err, CT_ERR_CONFIG, file, c->line,
                           "[%s] a %dx%d valid convolution does not fit its %dx%dx%d input", c->name,
@@ -52,5 +38,7 @@ static void conv_init(const ct_layer *l, float *w, float *b, float *state, ct_rn
         memset(b, 0, l->b_count * sizeof *b);
 }
 
-const ct_layer_kind ct_conv2d_kind = {conv_infer, conv_flops, NULL, conv_init};
-
+const ct_layer_def ct_layer_def_conv2d = {
+    .min_inputs = 1, .max_inputs = 1, .fused_activation = 1,
+    .infer = conv_infer, .flops = conv_flops, .init = conv_init,
+};

@@ -1,11 +1,17 @@
-/* dense: y (n, units) = act(x (n, in) w^T + b); the input is read flat whatever its shape. */
+/* dense: y (n, units) = act(x (n, in) w^T + b); the input must be flat (put a flatten before). */
 #include <string.h>
 
 #include "graph/layer.h"
 
 static ct_status dense_infer(ct_layer *l, const char *file, ct_err *err)
 {
-    (void)file; (void)err;
+    if (l->in_shape.h != 1 || l->in_shape.w != 1) {
+        char a[48];
+        ct_shape_text(l->in_shape, a, sizeof a);
+        return ct_fail_at(err, CT_ERR_CONFIG, file, l->cfg->line,
+                          "[%s] dense needs a flat input but gets %s; put a flatten layer before it",
+                          l->cfg->name, a);
+    }
     size_t in = ct_shape_size(l->in_shape);
     l->out = (ct_shape){1, 1, l->cfg->units};
     l->w_count = (size_t)l->cfg->units * in;
@@ -27,4 +33,7 @@ static void dense_init(const ct_layer *l, float *w, float *b, float *state, ct_r
         memset(b, 0, l->b_count * sizeof *b);
 }
 
-const ct_layer_kind ct_dense_kind = {dense_infer, dense_flops, NULL, dense_init};
+const ct_layer_def ct_layer_def_dense = {
+    .min_inputs = 1, .max_inputs = 1, .fused_activation = 1,
+    .infer = dense_infer, .flops = dense_flops, .init = dense_init,
+};

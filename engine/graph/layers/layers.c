@@ -1,20 +1,20 @@
+/* The table of layer records, made from CT_LAYER_TYPES, and what the records share. */
 #include <math.h>
 
 #include "graph/layer.h"
 
-extern const ct_layer_kind ct_dense_kind, ct_conv2d_kind, ct_maxpool_kind, ct_avgpool_kind,
-    ct_batchnorm_kind, ct_dropout_kind, ct_flatten_kind, ct_activation_kind, ct_add_kind;
+#define CT_LAYER_DEF_DECL(upper, lower) extern const ct_layer_def ct_layer_def_##lower;
+CT_LAYER_TYPES(CT_LAYER_DEF_DECL)
+#undef CT_LAYER_DEF_DECL
 
-const ct_layer_kind *ct_layer_kind_of(ct_layer_type type)
+const ct_layer_def *ct_layer_def_of(ct_layer_type type)
 {
-    static const ct_layer_kind *const kinds[CT_LAYER_TYPE_COUNT] = {
-        [CT_LAYER_DENSE] = &ct_dense_kind,         [CT_LAYER_CONV2D] = &ct_conv2d_kind,
-        [CT_LAYER_MAXPOOL] = &ct_maxpool_kind,     [CT_LAYER_AVGPOOL] = &ct_avgpool_kind,
-        [CT_LAYER_BATCHNORM] = &ct_batchnorm_kind, [CT_LAYER_DROPOUT] = &ct_dropout_kind,
-        [CT_LAYER_FLATTEN] = &ct_flatten_kind,     [CT_LAYER_ACTIVATION] = &ct_activation_kind,
-        [CT_LAYER_ADD] = &ct_add_kind,
+    static const ct_layer_def *const defs[CT_LAYER_TYPE_COUNT] = {
+#define CT_LAYER_DEF_ENTRY(upper, lower) [CT_LAYER_##upper] = &ct_layer_def_##lower,
+        CT_LAYER_TYPES(CT_LAYER_DEF_ENTRY)
+#undef CT_LAYER_DEF_ENTRY
     };
-    return (unsigned)type < CT_LAYER_TYPE_COUNT ? kinds[type] : NULL;
+    return (unsigned)type < CT_LAYER_TYPE_COUNT ? defs[type] : NULL;
 }
 
 void ct_init_uniform_fan(float *w, size_t count, int fan_in, int fan_out, ct_init init,

@@ -1,7 +1,5 @@
 /* maxpool and avgpool: windows of size x size every `stride` (default = size) per channel;
  * global = on pools each channel's whole plane to one value. */
-#include <stdint.h>
-
 #include "graph/layer.h"
 
 static ct_status pool_infer(ct_layer *l, const char *file, ct_err *err)
@@ -19,8 +17,8 @@ static ct_status pool_infer(ct_layer *l, const char *file, ct_err *err)
     l->kh = l->kw = c->size;
     l->stride = c->stride > 0 ? c->stride : c->size;
     int oh, ow;
-    ct_conv_dim(in.h, l->kh, l->stride, c->padding, &oh, &l->pad_t);
-    ct_conv_dim(in.w, l->kw, l->stride, c->padding, &ow, &l->pad_l);
+    ct_window_dim(in.h, l->kh, l->stride, c->padding == CT_PAD_SAME, &oh, &l->pad_t);
+    ct_window_dim(in.w, l->kw, l->stride, c->padding == CT_PAD_SAME, &ow, &l->pad_l);
     if (oh <= 0 || ow <= 0)
         return ct_fail_at(err, CT_ERR_CONFIG, file, c->line,
                           "[%s] a %dx%d pooling window does not fit its %dx%dx%d input", c->name,
@@ -34,10 +32,16 @@ static double pool_flops(const ct_layer *l)
     return (double)ct_shape_size(l->out) * l->kh * l->kw;
 }
 
-static size_t maxpool_aux(const ct_layer *l, int n)
+/* The argmax of each output, for backward. */
+static size_t maxpool_aux(const ct_layer *l, int n, ct_dtype *dtype)
 {
-    return (size_t)n * ct_shape_size(l->out) * sizeof(int32_t);
+    *dtype = CT_DTYPE_I32;
+    return (size_t)n * ct_shape_size(l->out);
 }
 
-const ct_layer_kind ct_maxpool_kind = {pool_infer, pool_flops, maxpool_aux, NULL};
-const ct_layer_kind ct_avgpool_kind = {pool_infer, pool_flops, NULL, NULL};
+const ct_layer_def ct_layer_def_maxpool = {
+    .min_inputs = 1, .max_inputs = 1, .infer = pool_infer, .flops = pool_flops, .aux_count = maxpool_aux,
+};
+const ct_layer_def ct_layer_def_avgpool = {
+    .min_inputs = 1, .max_inputs = 1, .infer = pool_infer, .flops = pool_flops,
+};

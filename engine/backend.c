@@ -1,0 +1,17 @@
+/* What a backend needs for a bound network, asked of its per-type ops. */
+#include "graph/graph.h"
+
+void ct_backend_sizes(ct_backend *be, const ct_graph *g, int batch, size_t *workspace, size_t *scratch)
+{
+    *workspace = *scratch = 0;
+    for (int i = 0; i < g->n_layers; i++) {
+        const ct_layer *l = &g->layers[i];
+        const ct_layer_ops *ops = be->ops->layers[l->type];
+        size_t out = (size_t)batch * ct_shape_size(l->out) * ct_dtype_size(l->dtype);
+        size_t ws = ops->workspace_bytes ? ops->workspace_bytes(be, l, batch) : 0;
+        if (ws > *workspace)
+            *workspace = ws;
+        if (out > *scratch)
+            *scratch = out;
+    }
+}

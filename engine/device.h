@@ -1,0 +1,56 @@
+/* A device: memory on it and on the host, copies, free and total memory, its streams' order and
+ * timing marks. What runs on it (layer ops, loss, optimizer) is a backend (backend.h) bound to a
+ * device; a replica is one of each. In the manner of ggml's device / buffer / backend split. */
+#ifndef CT_DEVICE_H
+#define CT_DEVICE_H
+
+#include <stddef.h>
+
+#include "base/status.h"
+
+typedef struct ct_device ct_device;
+
+enum { CT_DEVICE_MARKS = 4 };
+
+typedef struct ct_device_ops {
+    const char *name;                /* "cpu", "cuda" */
+    /* Makes the device current for the calling thread (cudaSetDevice): every thread that drives a
+     * device calls it first. */
+    ct_status (*activate)(ct_device *d, ct_err *err);
+    /* Zeroed device memory (ordered before any later work on the device), or NULL. */
+    void *(*alloc)(ct_device *d, size_t bytes);
+    void (*free)(ct_device *d, void *ptr);
+    /* Host memory that copies to the device overlap with (pinned and portable on a GPU, aligned
+     * on the CPU); callable from any thread. NULL on failure. */
+    void *(*host_alloc)(ct_device *d, size_t bytes);
+    void (*host_free)(ct_device *d, void *ptr);
+    /* Host to device and back; both return once src has been read and dst written. */
+    ct_status (*upload)(ct_device *d, void *dst, const void *src, size_t bytes, ct_err *err);
+    ct_status (*download)(ct_device *d, void *dst, const void *src, size_t bytes, ct_err *err);
+    /* Device to device and clearing, in order on the compute stream. */
+    ct_status (*copy)(ct_device *d, void *dst, const void *src, size_t bytes, ct_err *err);
+    ct_status (*zero)(ct_device *d, void *ptr, size_t bytes, ct_err *err);
+    /* Free and total bytes of device memory. */
+    ct_status (*memory)(ct_device *d, size_t *free_bytes, size_t *total_bytes, ct_err *err);
+    /* Waits for all queued work. */
+    ct_status (*synchronize)(ct_device *d, ct_err *err);
+    /* Timing in stream order: mark(slot) records a point; elapsed waits for slot b and gives the
+     * milliseconds from a to b (CUDA events on the GPU, the clock on the CPU). */
+    ct_status (*mark)(ct_device *d, int slot, ct_err *err);
+    ct_status (*elapsed)(ct_device *d, int a, int b, double *ms, ct_err *err);
+    void (*destroy)(ct_device *d);
+} ct_device_ops;
+
+struct ct_device {
+    const ct_device_ops *ops;
+    int ordinal;             /* CUDA ordinal among the visible devices; 0 on the CPU */
+    int host_memory;         /* 1 when device memory is host memory (reading back costs nothing) */
+    void *impl;
+};
+
+ct_status ct_cpu_device_create(ct_device **out, ct_err *err);
+#ifdef CUTRAIN_HAVE_CUDA
+ct_status ct_cuda_device_create(ct_device **out, int ordinal, ct_err *err);
+#endif
+
+#endif
