@@ -9,9 +9,12 @@
  *    arguments (checked on the host before launching), else what cudaGetLastError reported after
  *    the launch. Errors inside a kernel surface at the next synchronising call, as always in CUDA;
  *  - empty work (0 rows, 0 elements) launches nothing and returns 0;
- *  - activations use the values of ct_activation in engine/types.h. */
+ *  - activations use the values of ct_activation in engine/base/types.h. */
 #ifndef CT_KERNELS_H
 #define CT_KERNELS_H
+
+/* Pooling takes the window geometry the CPU code and the layers use (plain C). */
+#include "base/window.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,15 +28,6 @@ typedef struct ct_device_step {
     float reserved;
     unsigned long long dropout_seed;
 } ct_device_step;
-
-/* Pooling geometry, the fields of the CPU backend's ct_pool_geom: input (n, h, w, c), window
- * kh x kw every `stride`, padding before (pad_t, pad_l), output (n, oh, ow, c). */
-typedef struct ct_pool_dims {
-    int n, h, w, c;
-    int kh, kw, stride;
-    int pad_t, pad_l;
-    int oh, ow;
-} ct_pool_dims;
 
 /* ---- elementwise (kernels/elementwise.cu) ---- */
 
@@ -71,8 +65,8 @@ int ct_launch_column_sums_tall(const float *dy, float *db, long rows, int c, voi
                                size_t workspace_bytes, void *stream);
 
 /* Inverted dropout, the CPU backend's masks exactly: element i is kept when
- * ct_uniform(step->dropout_seed, stream_id, i) >= rate (engine/rng.h), and kept values are scaled
- * by 1 / (1 - rate). x, y: (n) fp32; mask: (n) 1 kept, 0 dropped. step: device memory. */
+ * ct_uniform(step->dropout_seed, stream_id, i) >= rate (engine/base/rng.h), and kept values are
+ * scaled by 1 / (1 - rate). x, y: (n) fp32; mask: (n) 1 kept, 0 dropped. step: device memory. */
 int ct_launch_dropout_forward(const float *x, float *y, unsigned char *mask, long n, float rate,
                               const ct_device_step *step, unsigned long long stream_id, void *stream);
 /* dy, mask, dx: (n); dx += mask ? dy / (1 - rate) : 0 */
@@ -89,19 +83,21 @@ int ct_launch_crop_accumulate_nhwc(const float *dxp, float *dx, int n, int h, in
 
 /* ---- pooling (kernels/pool.cu), the CPU backend's semantics exactly ---- */
 
-/* x: (n, h, w, c); y, argmax: (n, oh, ow, c). The window is clipped to the input (padding never
+/* d: input (n, h, w, c), window kh x kw every `stride`, padding before (pad_t, pad_l), output
+ * (n, oh, ow, c): a pool writes as many channels as it reads, so d->f must equal d->c.
+ * x: (n, h, w, c); y, argmax: (n, oh, ow, c). The window is clipped to the input (padding never
  * read); its first cell seeds the max and later cells replace it only when strictly greater;
  * argmax is the index within the sample's (h, w, c) volume; a window wholly in the padding gives
  * 0 and argmax -1. */
-int ct_launch_maxpool_forward(const ct_pool_dims *d, const float *x, float *y, int *argmax, void *stream);
+int ct_launch_maxpool_forward(const ct_window_geom *d, const float *x, float *y, int *argmax, void *stream);
 /* dy, argmax: (n, oh, ow, c); dx (n, h, w, c) += dy at each argmax, as a gather (each input cell
  * adds the windows that picked it, in a fixed order): deterministic even where windows overlap. */
-int ct_launch_maxpool_backward(const ct_pool_dims *d, const float *dy, const int *argmax, float *dx,
+int ct_launch_maxpool_backward(const ct_window_geom *d, const float *dy, const int *argmax, float *dx,
                                void *stream);
 /* Average over the window's cells inside the input (padding not counted). */
-int ct_launch_avgpool_forward(const ct_pool_dims *d, const float *x, float *y, void *stream);
+int ct_launch_avgpool_forward(const ct_window_geom *d, const float *x, float *y, void *stream);
 /* dx += dy / count spread over each window's cells inside the input. */
-int ct_launch_avgpool_backward(const ct_pool_dims *d, const float *dy, float *dx, void *stream);
+int ct_launch_avgpool_backward(const ct_window_geom *d, const float *dy, float *dx, void *stream);
 
 /* ---- optimizers (kernels/optim.cu), torch.optim's formulas as the CPU backend's ---- */
 

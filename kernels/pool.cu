@@ -27,7 +27,7 @@ struct Window {
 
 __device__ __forceinline__ int clamp_to(int v, int hi) { return v < 0 ? 0 : v > hi ? hi : v; }
 
-__device__ __forceinline__ Window pool_window(const ct_pool_dims &d, int oy, int ox)
+__device__ __forceinline__ Window pool_window(const ct_window_geom &d, int oy, int ox)
 {
     const int ys = oy * d.stride - d.pad_t, xs = ox * d.stride - d.pad_l;
     return Window{clamp_to(ys, d.h), clamp_to(ys + d.kh, d.h), clamp_to(xs, d.w), clamp_to(xs + d.kw, d.w)};
@@ -62,7 +62,7 @@ __device__ __forceinline__ void split_nhwc(Index i, int rows, int cols, int c, I
 
 // x: (n, h, w, c); y, argmax: (n, oh, ow, c)
 template <typename Index>
-__global__ void maxpool_forward_kernel(ct_pool_dims d, const float *x, float *y, int *argmax, Index total)
+__global__ void maxpool_forward_kernel(ct_window_geom d, const float *x, float *y, int *argmax, Index total)
 {
     const Index stride = (Index)gridDim.x * blockDim.x;
     for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
@@ -95,7 +95,7 @@ __global__ void maxpool_forward_kernel(ct_pool_dims d, const float *x, float *y,
 
 // dy, argmax: (n, oh, ow, c); dx: (n, h, w, c) += dy of each window whose argmax is this cell
 template <typename Index>
-__global__ void maxpool_backward_kernel(ct_pool_dims d, const float *dy, const int *argmax, float *dx,
+__global__ void maxpool_backward_kernel(ct_window_geom d, const float *dy, const int *argmax, float *dx,
                                         Index total)
 {
     const Index stride = (Index)gridDim.x * blockDim.x;
@@ -120,7 +120,7 @@ __global__ void maxpool_backward_kernel(ct_pool_dims d, const float *dy, const i
 
 // x: (n, h, w, c); y: (n, oh, ow, c)
 template <typename Index>
-__global__ void avgpool_forward_kernel(ct_pool_dims d, const float *x, float *y, Index total)
+__global__ void avgpool_forward_kernel(ct_window_geom d, const float *x, float *y, Index total)
 {
     const Index stride = (Index)gridDim.x * blockDim.x;
     for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
@@ -144,7 +144,7 @@ __global__ void avgpool_forward_kernel(ct_pool_dims d, const float *x, float *y,
 
 // dy: (n, oh, ow, c); dx: (n, h, w, c) += dy / count of each window covering this cell
 template <typename Index>
-__global__ void avgpool_backward_kernel(ct_pool_dims d, const float *dy, float *dx, Index total)
+__global__ void avgpool_backward_kernel(ct_window_geom d, const float *dy, float *dx, Index total)
 {
     const Index stride = (Index)gridDim.x * blockDim.x;
     for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
@@ -166,12 +166,13 @@ __global__ void avgpool_backward_kernel(ct_pool_dims d, const float *dy, float *
     }
 }
 
-// Checks the geometry; sets the element counts of x and y. False for bad dimensions, or a sample
-// volume beyond an int (argmax stores indices within a sample as int).
-bool check_dims(const ct_pool_dims *d, long long *in_total, long long *out_total)
+// Checks the geometry; sets the element counts of x and y. False for bad dimensions (a pool
+// writes as many channels as it reads: f == c), or a sample volume beyond an int (argmax stores
+// indices within a sample as int).
+bool check_dims(const ct_window_geom *d, long long *in_total, long long *out_total)
 {
-    if (!d || d->n < 0 || d->h < 0 || d->w < 0 || d->c <= 0 || d->kh <= 0 || d->kw <= 0 || d->stride <= 0 ||
-        d->pad_t < 0 || d->pad_l < 0 || d->oh < 0 || d->ow < 0)
+    if (!d || d->n < 0 || d->h < 0 || d->w < 0 || d->c <= 0 || d->f != d->c || d->kh <= 0 || d->kw <= 0 ||
+        d->stride <= 0 || d->pad_t < 0 || d->pad_l < 0 || d->oh < 0 || d->ow < 0)
         return false;
     // Window corners are formed in int: keep oh * stride + kh, and the like, far from overflow.
     if ((long long)d->oh * d->stride + d->kh > INT_MAX / 2 || (long long)d->ow * d->stride + d->kw > INT_MAX / 2 ||
@@ -202,7 +203,7 @@ long long max_ll(long long a, long long b) { return a > b ? a : b; }
 }  // namespace
 
 // x: (n, h, w, c); y, argmax: (n, oh, ow, c)
-extern "C" int ct_launch_maxpool_forward(const ct_pool_dims *d, const float *x, float *y, int *argmax,
+extern "C" int ct_launch_maxpool_forward(const ct_window_geom *d, const float *x, float *y, int *argmax,
                                          void *stream)
 {
     long long in_total, out_total;
@@ -218,7 +219,7 @@ extern "C" int ct_launch_maxpool_forward(const ct_pool_dims *d, const float *x, 
 }
 
 // dy, argmax: (n, oh, ow, c); dx: (n, h, w, c)
-extern "C" int ct_launch_maxpool_backward(const ct_pool_dims *d, const float *dy, const int *argmax, float *dx,
+extern "C" int ct_launch_maxpool_backward(const ct_window_geom *d, const float *dy, const int *argmax, float *dx,
                                           void *stream)
 {
     long long in_total, out_total;
@@ -234,7 +235,7 @@ extern "C" int ct_launch_maxpool_backward(const ct_pool_dims *d, const float *dy
 }
 
 // x: (n, h, w, c); y: (n, oh, ow, c)
-extern "C" int ct_launch_avgpool_forward(const ct_pool_dims *d, const float *x, float *y, void *stream)
+extern "C" int ct_launch_avgpool_forward(const ct_window_geom *d, const float *x, float *y, void *stream)
 {
     long long in_total, out_total;
     if (!check_dims(d, &in_total, &out_total))
@@ -249,7 +250,7 @@ extern "C" int ct_launch_avgpool_forward(const ct_pool_dims *d, const float *x, 
 }
 
 // dy: (n, oh, ow, c); dx: (n, h, w, c)
-extern "C" int ct_launch_avgpool_backward(const ct_pool_dims *d, const float *dy, float *dx, void *stream)
+extern "C" int ct_launch_avgpool_backward(const ct_window_geom *d, const float *dy, float *dx, void *stream)
 {
     long long in_total, out_total;
     if (!check_dims(d, &in_total, &out_total))

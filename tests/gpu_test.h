@@ -1,6 +1,7 @@
 /* What the GPU tests share: skipping (exit 77) where no GPU is visible, setup calls that abort
- * the program when they fail (nothing after them would mean anything), and host allocation that
- * cannot fail silently. Include inside #ifdef CUTRAIN_HAVE_CUDA. */
+ * the program when they fail (nothing after them would mean anything), host allocation that
+ * cannot fail silently, and a backend with its own device. Include inside #ifdef
+ * CUTRAIN_HAVE_CUDA. */
 #ifndef CT_GPU_TEST_H
 #define CT_GPU_TEST_H
 
@@ -9,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include "backend.h"
 #include "cuda/cuda_device.h"
 
 #define GPU_OK(call) do { \
@@ -45,6 +47,30 @@ static inline int ct_gpu_test_absent(void)
         return 77;
     }
     return 0;
+}
+
+/* A backend on a fresh device, both or neither: the CUDA device 0 with opt, or the CPU device
+ * when opt is NULL. Release with ct_gpu_test_close. */
+static inline ct_status ct_gpu_test_open(ct_backend **be, const ct_cuda_options *opt, ct_err *err)
+{
+    ct_device *dev = NULL;
+    *be = NULL;
+    ct_status st = opt ? ct_cuda_device_create(&dev, 0, err) : ct_cpu_device_create(&dev, err);
+    if (st == CT_OK)
+        st = opt ? ct_cuda_backend_create(be, dev, opt, err) : ct_cpu_backend_create(be, dev, err);
+    if (st != CT_OK && dev)
+        dev->ops->destroy(dev);
+    return st;
+}
+
+/* The backend, then the device it ran on (which outlives it). */
+static inline void ct_gpu_test_close(ct_backend *be)
+{
+    if (!be)
+        return;
+    ct_device *dev = be->dev;
+    be->ops->destroy(be);
+    dev->ops->destroy(dev);
 }
 
 #endif

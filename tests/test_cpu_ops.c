@@ -171,7 +171,7 @@ typedef struct conv_spec {
 } conv_spec;
 
 typedef struct conv_case {
-    ct_conv_geom g;
+    ct_window_geom g;
     float *x, *w, *b, *y, *r, *ws;
 } conv_case;
 
@@ -185,7 +185,7 @@ static double conv_loss(void *p)
 /* Direct convolution, the definition the im2col path must reproduce. */
 static double conv_reference_err(const conv_case *cc)
 {
-    const ct_conv_geom *g = &cc->g;
+    const ct_window_geom *g = &cc->g;
     double worst = 0.0;
     for (int s = 0; s < g->n; s++)
         for (int oy = 0; oy < g->oh; oy++)
@@ -210,9 +210,9 @@ static void test_conv(const conv_spec *sp, int seed)
 {
     ct_rng rng = {(uint64_t)seed};
     conv_case cc = {0};
-    ct_conv_geom *g = &cc.g;
-    *g = (ct_conv_geom){.n = sp->n, .h = sp->h, .w = sp->w, .c = sp->c, .f = sp->f, .kh = sp->kh,
-                        .kw = sp->kw, .stride = sp->stride, .pad_t = sp->pad_t, .pad_l = sp->pad_l};
+    ct_window_geom *g = &cc.g;
+    *g = (ct_window_geom){.n = sp->n, .h = sp->h, .w = sp->w, .c = sp->c, .f = sp->f, .kh = sp->kh,
+                          .kw = sp->kw, .stride = sp->stride, .pad_t = sp->pad_t, .pad_l = sp->pad_l};
     g->oh = (sp->h + sp->pad_t + sp->pad_b - sp->kh) / sp->stride + 1;
     g->ow = (sp->w + sp->pad_l + sp->pad_r - sp->kw) / sp->stride + 1;
     size_t nx = (size_t)g->n * g->h * g->w * g->c, nw = (size_t)g->f * g->kh * g->kw * g->c;
@@ -285,13 +285,13 @@ typedef struct pool_spec {
 } pool_spec;
 
 typedef struct pool_case {
-    ct_pool_geom g;
+    ct_window_geom g;
     int is_max;
     float *x, *y, *r;
     int32_t *argmax;
 } pool_case;
 
-static size_t pool_out_size(const ct_pool_geom *g) { return (size_t)g->n * g->oh * g->ow * g->c; }
+static size_t pool_out_size(const ct_window_geom *g) { return (size_t)g->n * g->oh * g->ow * g->c; }
 
 static double pool_loss(void *p)
 {
@@ -305,7 +305,7 @@ static double pool_loss(void *p)
  * Returns the worst difference from pc->y; *argmax_ok says whether all indices matched. */
 static double pool_reference_err(const pool_case *pc, int *argmax_ok)
 {
-    const ct_pool_geom *g = &pc->g;
+    const ct_window_geom *g = &pc->g;
     double worst = 0.0;
     *argmax_ok = 1;
     for (int s = 0; s < g->n; s++)
@@ -340,9 +340,9 @@ static void test_pool(const pool_spec *sp, int is_max, int seed)
 {
     ct_rng rng = {(uint64_t)seed};
     pool_case pc = {.is_max = is_max};
-    ct_pool_geom *g = &pc.g;
-    *g = (ct_pool_geom){.n = sp->n, .h = sp->h, .w = sp->w, .c = sp->c, .kh = sp->kh, .kw = sp->kw,
-                        .stride = sp->stride, .pad_t = sp->pad_t, .pad_l = sp->pad_l};
+    ct_window_geom *g = &pc.g;
+    *g = (ct_window_geom){.n = sp->n, .h = sp->h, .w = sp->w, .c = sp->c, .f = sp->c, .kh = sp->kh,
+                          .kw = sp->kw, .stride = sp->stride, .pad_t = sp->pad_t, .pad_l = sp->pad_l};
     g->oh = (sp->h + sp->pad_t + sp->pad_b - sp->kh) / sp->stride + 1;
     g->ow = (sp->w + sp->pad_l + sp->pad_r - sp->kw) / sp->stride + 1;
     size_t nx = (size_t)g->n * g->h * g->w * g->c, ny = pool_out_size(g);
@@ -391,7 +391,7 @@ static void test_pool_hand_values(void)
 {
     /* 2x2 stride 2 on one 4x4 channel; the last window ties (9, 9) and the first 9 wins */
     const float x[16] = {1, 3, 2, 4, 5, 6, 8, 7, -1, 0, 9, 9, 2, 1, 3, 0};
-    ct_pool_geom g = {.n = 1, .h = 4, .w = 4, .c = 1, .kh = 2, .kw = 2, .stride = 2, .oh = 2, .ow = 2};
+    ct_window_geom g = {.n = 1, .h = 4, .w = 4, .c = 1, .f = 1, .kh = 2, .kw = 2, .stride = 2, .oh = 2, .ow = 2};
     float y[4];
     int32_t am[4];
     ct_cpu_maxpool_forward(&g, x, y, am);
@@ -409,8 +409,8 @@ static void test_pool_hand_values(void)
     /* all-negative input, 3x3 stride 2 pad 1: a zero from the padding must never win */
     float neg[16];
     for (int i = 0; i < 16; i++) neg[i] = -(float)(i + 1);
-    g = (ct_pool_geom){.n = 1, .h = 4, .w = 4, .c = 1, .kh = 3, .kw = 3, .stride = 2, .pad_t = 1,
-                       .pad_l = 1, .oh = 2, .ow = 2};
+    g = (ct_window_geom){.n = 1, .h = 4, .w = 4, .c = 1, .f = 1, .kh = 3, .kw = 3, .stride = 2, .pad_t = 1,
+                         .pad_l = 1, .oh = 2, .ow = 2};
     ct_cpu_maxpool_forward(&g, neg, y, am);
     const float want_neg[4] = {-1, -2, -5, -6};
     const int32_t want_neg_am[4] = {0, 1, 4, 5};
@@ -421,7 +421,7 @@ static void test_pool_hand_values(void)
 
     /* argmax indexes the sample's (h, w, c) volume: two channels, second sample */
     const float x2[2 * 2 * 2 * 2] = {0, 0, 0, 0, 0, 0, 0, 0, /* sample 1: */ 1, 9, 4, 2, 3, 5, 2, 8};
-    g = (ct_pool_geom){.n = 2, .h = 2, .w = 2, .c = 2, .kh = 2, .kw = 2, .stride = 2, .oh = 1, .ow = 1};
+    g = (ct_window_geom){.n = 2, .h = 2, .w = 2, .c = 2, .f = 2, .kh = 2, .kw = 2, .stride = 2, .oh = 1, .ow = 1};
     float y2[4];
     int32_t am2[4];
     ct_cpu_maxpool_forward(&g, x2, y2, am2);
@@ -430,8 +430,8 @@ static void test_pool_hand_values(void)
 
     /* avgpool 3x3 stride 1 pad 1 on 1..9: padded cells are not counted */
     const float nine[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
-    g = (ct_pool_geom){.n = 1, .h = 3, .w = 3, .c = 1, .kh = 3, .kw = 3, .stride = 1, .pad_t = 1,
-                       .pad_l = 1, .oh = 3, .ow = 3};
+    g = (ct_window_geom){.n = 1, .h = 3, .w = 3, .c = 1, .f = 1, .kh = 3, .kw = 3, .stride = 1, .pad_t = 1,
+                         .pad_l = 1, .oh = 3, .ow = 3};
     float avg[9], ones[9], dnine[9] = {0};
     ct_cpu_avgpool_forward(&g, nine, avg);
     CHECK_NEAR(avg[0], (1 + 2 + 4 + 5) / 4.0, 1e-6);

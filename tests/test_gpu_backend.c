@@ -1,6 +1,6 @@
-/* The CUDA backend's memory, loss and optimizer against the CPU backend on the same random inputs:
- * memory round trips, the loss with its device-side metrics and gradient, and SGD with momentum
- * taking its learning rate from set_step. Exits 77 (skipped) without a GPU. */
+/* The CUDA backend's loss and optimizer, and its device's memory, against the CPU backend on the
+ * same random inputs: memory round trips, the loss with its device-side metrics and gradient, and
+ * SGD with momentum taking its learning rate from set_step. Exits 77 (skipped) without a GPU. */
 #include "backend.h"
 #include "tests/test_util.h"
 
@@ -15,15 +15,30 @@ static void fill(float *x, size_t n, ct_rng *rng, float scale)
         x[i] = scale * (2.0f * ct_rng_uniform(rng) - 1.0f);
 }
 
-/* Copies host data into fresh memory of `be`. */
-static void *put(ct_backend *be, const void *src, size_t bytes)
+/* A tensor of n rows of `row` in fresh memory of be's device, holding src when it is not NULL
+ * (else zeros). */
+static ct_tensor put(ct_backend *be, ct_dtype dtype, int n, ct_shape row, const void *src)
 {
     ct_err err;
-    void *p = be->ops->alloc(be, bytes);
-    CHECK(p != NULL);
-    if (p)
-        CHECK(be->ops->upload(be, p, src, bytes, &err) == CT_OK);
-    return p;
+    ct_device *dev = be->dev;
+    ct_tensor t = ct_tensor_make(NULL, dtype, n, row);
+    t.data = dev->ops->alloc(dev, ct_tensor_bytes(&t));
+    CHECK(t.data != NULL);
+    if (t.data && src)
+        CHECK(dev->ops->upload(dev, t.data, src, ct_tensor_bytes(&t), &err) == CT_OK);
+    return t;
+}
+
+static void get(ct_backend *be, void *dst, const ct_tensor *t)
+{
+    ct_err err;
+    CHECK_MSG(be->dev->ops->download(be->dev, dst, t->data, ct_tensor_bytes(t), &err) == CT_OK, "%s", err.msg);
+}
+
+static void drop(ct_backend *be, ct_tensor *t)
+{
+    be->dev->ops->free(be->dev, t->data);
+    t->data = NULL;
 }
 
 static double max_rel_diff(const float *a, const float *b, size_t n)
@@ -46,10 +61,13 @@ int main(void)
         return absent;
     ct_err err;
     ct_backend *cpu = NULL, *gpu = NULL;
-    CHECK(ct_cpu_backend_create(&cpu, &err) == CT_OK);
-    CHECK_MSG(ct_cuda_backend_create(&gpu, &(ct_cuda_options){.device = 0}, &err) == CT_OK, "%s", err.msg);
-    if (!cpu || !gpu)
+    CHECK(ct_gpu_test_open(&cpu, NULL, &err) == CT_OK);
+    CHECK_MSG(ct_gpu_test_open(&gpu, &(ct_cuda_options){0}, &err) == CT_OK, "%s", err.msg);
+    if (!cpu || !gpu) {
+        ct_gpu_test_close(cpu);
+        ct_gpu_test_close(gpu);
         return ct_test_done();
+    }
 
     static float logits[N * K], dl_cpu[N * K], dl_gpu[N * K];
     static int32_t labels[N];
@@ -64,16 +82,16 @@ int main(void)
     long correct[2];
     for (int b = 0; b < 2; b++) {
         ct_backend *be = bes[b];
-        float *d_logits = put(be, logits, sizeof logits);
-        int32_t *d_labels = put(be, labels, sizeof labels);
-        float *d_grad = be->ops->alloc(be, sizeof logits);
+        ct_tensor d_logits = put(be, CT_DTYPE_F32, N, (ct_shape){1, 1, K}, logits);
+        ct_tensor d_labels = put(be, CT_DTYPE_I32, N, (ct_shape){1, 1, 1}, labels);
+        ct_tensor d_grad = put(be, CT_DTYPE_F32, N, (ct_shape){1, 1, K}, NULL);
         CHECK(be->ops->read_metrics(be, &loss[b], &correct[b], 1, &err) == CT_OK);
-        CHECK(be->ops->loss(be, d_logits, d_labels, d_grad, N, K, &err) == CT_OK);
+        CHECK(be->ops->loss(be, &d_logits, &d_labels, &d_grad, N, &err) == CT_OK);
         CHECK(be->ops->read_metrics(be, &loss[b], &correct[b], 1, &err) == CT_OK);
-        CHECK(be->ops->download(be, dls[b], d_grad, sizeof logits, &err) == CT_OK);
-        be->ops->free(be, d_logits);
-        be->ops->free(be, d_labels);
-        be->ops->free(be, d_grad);
+        get(be, dls[b], &d_grad);
+        drop(be, &d_logits);
+        drop(be, &d_labels);
+        drop(be, &d_grad);
     }
     CHECK_NEAR(loss[1], loss[0], 1e-5 * loss[0]);
     CHECK(correct[1] == correct[0]);
@@ -85,26 +103,28 @@ int main(void)
     fill(g0, P, &rng, 0.1f);
     for (int b = 0; b < 2; b++) {
         ct_backend *be = bes[b];
-        float *w = put(be, w0, sizeof w0), *g = put(be, g0, sizeof g0), *v = be->ops->alloc(be, sizeof w0);
+        ct_tensor w = put(be, CT_DTYPE_F32, 1, (ct_shape){1, 1, P}, w0);
+        ct_tensor g = put(be, CT_DTYPE_F32, 1, (ct_shape){1, 1, P}, g0);
+        ct_tensor v = put(be, CT_DTYPE_F32, 1, (ct_shape){1, 1, P}, NULL);
         for (int t = 1; t <= 3; t++) {
-            ct_optim_step s = {.kind = CT_OPT_MOMENTUM, .params = w, .grads = g, .m = v, .count = P,
+            ct_optim_step s = {.kind = CT_OPT_MOMENTUM, .params = &w, .grads = &g, .m = &v,
                                .momentum = 0.9f, .nesterov = t == 2, .weight_decay = 1e-3f};
             ct_step_scalars now = {.lr = 0.05f, .t = t, .bias1 = 1.0f, .bias2 = 1.0f};
             CHECK(be->ops->set_step(be, &now, &err) == CT_OK);
             CHECK(be->ops->optimizer_step(be, &s, &err) == CT_OK);
         }
-        CHECK(be->ops->download(be, w_out[b], w, sizeof w0, &err) == CT_OK);
-        CHECK(be->ops->download(be, v_out[b], v, sizeof w0, &err) == CT_OK);
-        CHECK(be->ops->all_finite(be, w, P) == 1);
-        be->ops->free(be, w);
-        be->ops->free(be, g);
-        be->ops->free(be, v);
+        get(be, w_out[b], &w);
+        get(be, v_out[b], &v);
+        CHECK(be->ops->all_finite(be, &w, P) == 1);
+        drop(be, &w);
+        drop(be, &g);
+        drop(be, &v);
     }
     CHECK_MSG(max_rel_diff(w_out[1], w_out[0], P) < 1e-5, "weights differ by %g", max_rel_diff(w_out[1], w_out[0], P));
     CHECK_MSG(max_rel_diff(v_out[1], v_out[0], P) < 1e-5, "velocity differs by %g", max_rel_diff(v_out[1], v_out[0], P));
 
-    cpu->ops->destroy(cpu);
-    gpu->ops->destroy(gpu);
+    ct_gpu_test_close(cpu);
+    ct_gpu_test_close(gpu);
     return ct_test_done();
 }
 #else

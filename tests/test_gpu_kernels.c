@@ -722,16 +722,17 @@ static void test_pad(cudaStream_t s)
 
 /* ---- pooling ---- */
 
-static ct_pool_geom pool_geom(int n, int h, int w, int c, int kh, int kw, int stride, int pad_t, int pad_l,
-                              int oh, int ow)
+/* A pool's window: as many output channels as input ones (f = c). */
+static ct_window_geom pool_geom(int n, int h, int w, int c, int kh, int kw, int stride, int pad_t, int pad_l,
+                                int oh, int ow)
 {
-    ct_pool_geom g = { n, h, w, c, kh, kw, stride, pad_t, pad_l, oh, ow };
+    ct_window_geom g = { n, h, w, c, c, kh, kw, stride, pad_t, pad_l, oh, ow };
     return g;
 }
 
-static void test_pool_case(cudaStream_t s, ct_pool_geom g)
+static void test_pool_case(cudaStream_t s, ct_window_geom g)
 {
-    const ct_pool_dims d = { g.n, g.h, g.w, g.c, g.kh, g.kw, g.stride, g.pad_t, g.pad_l, g.oh, g.ow };
+    const ct_window_geom *d = &g;  /* the CPU's and the kernels' geometry are one type */
     const long nx = (long)g.n * g.h * g.w * g.c, ny = (long)g.n * g.oh * g.ow * g.c;
     float *x = falloc(nx), *y = falloc(ny), *dy = falloc(ny), *dx0 = falloc(nx), *want = falloc(nx);
     float *out = falloc(nx > ny ? nx : ny), *again = falloc(nx);
@@ -753,7 +754,7 @@ static void test_pool_case(cudaStream_t s, ct_pool_geom g)
     /* max: values and argmax exactly the CPU's */
     ct_cpu_maxpool_forward(&g, x, y, am);
     snprintf(what, sizeof what, "maxpool_forward %s", geo);
-    sync_launch(what, ct_launch_maxpool_forward(&d, d_x, d_y, d_am, s), s);
+    sync_launch(what, ct_launch_maxpool_forward(d, d_x, d_y, d_am, s), s);
     d2h(out, d_y, (size_t)ny * sizeof *out, s);
     d2h(got_am, d_am, (size_t)ny * sizeof *got_am, s);
     check_bits(what, out, y, ny);
@@ -776,7 +777,7 @@ static void test_pool_case(cudaStream_t s, ct_pool_geom g)
     snprintf(what, sizeof what, "maxpool_backward %s", geo);
     for (int run = 0; run < 2; run++) {
         h2d(d_dx, dx0, (size_t)nx * sizeof *dx0, s);
-        sync_launch(what, ct_launch_maxpool_backward(&d, d_dy, d_am, d_dx, s), s);
+        sync_launch(what, ct_launch_maxpool_backward(d, d_dy, d_am, d_dx, s), s);
         d2h(run ? again : out, d_dx, (size_t)nx * sizeof *out, s);
     }
     check_close_f(what, out, want, nx, 1e-6, 1e-7);
@@ -789,7 +790,7 @@ static void test_pool_case(cudaStream_t s, ct_pool_geom g)
     h2d(d_x, x, (size_t)nx * sizeof *x, s);
     ct_cpu_avgpool_forward(&g, x, y);
     snprintf(what, sizeof what, "avgpool_forward %s", geo);
-    sync_launch(what, ct_launch_avgpool_forward(&d, d_x, d_y, s), s);
+    sync_launch(what, ct_launch_avgpool_forward(d, d_x, d_y, s), s);
     d2h(out, d_y, (size_t)ny * sizeof *out, s);
     check_close_f(what, out, y, ny, 1e-6, 1e-7);
     note_bits(what, out, y, ny);
@@ -798,7 +799,7 @@ static void test_pool_case(cudaStream_t s, ct_pool_geom g)
     ct_cpu_avgpool_backward(&g, dy, want);
     snprintf(what, sizeof what, "avgpool_backward %s", geo);
     h2d(d_dx, dx0, (size_t)nx * sizeof *dx0, s);
-    sync_launch(what, ct_launch_avgpool_backward(&d, d_dy, d_dx, s), s);
+    sync_launch(what, ct_launch_avgpool_backward(d, d_dy, d_dx, s), s);
     d2h(out, d_dx, (size_t)nx * sizeof *out, s);
     check_close_f(what, out, want, nx, 1e-6, 1e-7);
     note_bits(what, out, want, nx);
@@ -823,13 +824,17 @@ static void test_pool(cudaStream_t s)
     test_pool_case(s, pool_geom(2, 5, 5, 7, 2, 2, 2, 0, 0, 3, 3));     /* last windows clipped at the far edge */
     test_pool_case(s, pool_geom(64, 26, 26, 32, 2, 2, 2, 0, 0, 13, 13)); /* fmnist_cnn's pooling */
 
-    ct_pool_dims bad = { 1, 4, 4, 1, 2, 2, 0, 0, 0, 2, 2 };  /* stride 0 */
+    ct_window_geom bad = pool_geom(1, 4, 4, 1, 2, 2, 0, 0, 0, 2, 2);  /* stride 0 */
     float *d = dev_floats(16);
     int *a = dev_alloc(16 * sizeof *a);
     CHECK(ct_launch_maxpool_forward(&bad, d, d, a, s) == INVALID);
     CHECK(ct_launch_avgpool_backward(&bad, d, d, s) == INVALID);
     CHECK(ct_launch_maxpool_forward(NULL, d, d, a, s) == INVALID);
-    ct_pool_dims empty = { 0, 4, 4, 1, 2, 2, 2, 0, 0, 2, 2 };
+    ct_window_geom wide = pool_geom(1, 4, 4, 1, 2, 2, 2, 0, 0, 2, 2);
+    wide.f = 2;  /* a pool cannot change the channel count */
+    CHECK(ct_launch_maxpool_forward(&wide, d, d, a, s) == INVALID);
+    CHECK(ct_launch_avgpool_forward(&wide, d, d, s) == INVALID);
+    ct_window_geom empty = pool_geom(0, 4, 4, 1, 2, 2, 2, 0, 0, 2, 2);
     CHECK(ct_launch_maxpool_forward(&empty, NULL, NULL, NULL, s) == 0);
     CHECK(ct_launch_maxpool_backward(&empty, NULL, NULL, NULL, s) == 0);
     CHECK(ct_launch_avgpool_forward(&empty, NULL, NULL, s) == 0);

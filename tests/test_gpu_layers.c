@@ -41,14 +41,14 @@ static unsigned case_counter;
 
 static float uniform(float lo, float hi) { return lo + (hi - lo) * ct_rng_uniform(&rng); }
 
-static const ct_cuda_options GPU_OPTIONS = {.device = 0, .graphs = 1, .allow_tf32 = 0};
+static const ct_cuda_options GPU_OPTIONS = {.graphs = 1, .allow_tf32 = 0};
 
 /* Host copy of `bytes` of backend memory; NULL after a failed check. */
 static void *fetch(ct_backend *be, const void *src, size_t bytes)
 {
     void *host = xmalloc(bytes);
     ct_err err = {0};
-    if (bytes && be->ops->download(be, host, src, bytes, &err) != CT_OK) {
+    if (bytes && be->dev->ops->download(be->dev, host, src, bytes, &err) != CT_OK) {
         CHECK_MSG(0, "download of %zu bytes from the %s backend: %s", bytes, be->ops->name, err.msg);
         free(host);
         return NULL;
@@ -59,7 +59,7 @@ static void *fetch(ct_backend *be, const void *src, size_t bytes)
 static int put(ct_backend *be, void *dst, const void *src, size_t bytes)
 {
     ct_err err = {0};
-    ct_status st = be->ops->upload(be, dst, src, bytes, &err);
+    ct_status st = be->dev->ops->upload(be->dev, dst, src, bytes, &err);
     CHECK_MSG(st == CT_OK, "upload of %zu bytes to the %s backend: %s", bytes, be->ops->name, err.msg);
     return st == CT_OK;
 }
@@ -108,12 +108,13 @@ static void check_host(const char *cs, const char *layer, const char *what, cons
               cs, layer, what, e, tol, n, bad_a, bad_b);
 }
 
-/* The same for backend memory: GPU tensor dev_a against the CPU tensor dev_b. */
+/* The same for device memory: the first n values of GPU tensor ta against the CPU tensor tb. */
 static void check_tensor(const char *cs, const char *layer, const char *what, ct_backend *gpu,
-                         const float *dev_a, ct_backend *cpu, const float *dev_b, size_t n, double tol)
+                         const ct_tensor *ta, ct_backend *cpu, const ct_tensor *tb, size_t n, double tol)
 {
     if (n == 0)
         return;
+    const void *dev_a = ta ? ta->data : NULL, *dev_b = tb ? tb->data : NULL;
     CHECK_MSG(dev_a && dev_b, "[%s] %s %s: missing on the %s side", cs, layer, what, dev_a ? "cpu" : "gpu");
     if (!dev_a || !dev_b)
         return;
@@ -132,7 +133,7 @@ static void check_dropout(const char *cs, const char *tag, ct_backend *gpu, cons
                           const ct_layer *lc, int n)
 {
     size_t count = (size_t)n * ct_shape_size(lc->out);
-    float *a = fetch(gpu, lg->y, count * sizeof(float)), *b = fetch(cpu, lc->y, count * sizeof(float));
+    float *a = fetch(gpu, lg->y->data, count * sizeof(float)), *b = fetch(cpu, lc->y->data, count * sizeof(float));
     if (a && b) {
         size_t differ = 0, kept = 0;
         for (size_t i = 0; i < count; i++) {
@@ -174,10 +175,10 @@ static void compare_graphs(const char *cs, const char *tag, ct_graph *gg, ct_gra
     char what[32];
     float *dg = NULL, *dc = NULL, *sg = NULL, *sc = NULL;
     if (grads) {
-        dg = fetch(gg->be, gg->grads, gg->n_params * sizeof(float));
-        dc = fetch(gc->be, gc->grads, gc->n_params * sizeof(float));
-        sg = fetch(gg->be, gg->state, gg->n_state * sizeof(float));
-        sc = fetch(gc->be, gc->state, gc->n_state * sizeof(float));
+        dg = fetch(gg->be, gg->grads.data, gg->n_params * sizeof(float));
+        dc = fetch(gc->be, gc->grads.data, gc->n_params * sizeof(float));
+        sg = fetch(gg->be, gg->state.data, gg->n_state * sizeof(float));
+        sc = fetch(gc->be, gc->state.data, gc->n_state * sizeof(float));
     }
     for (int i = 0; i < gc->n_layers; i++) {
         const ct_layer *lg = &gg->layers[i], *lc = &gc->layers[i];
@@ -240,7 +241,7 @@ static ct_status train_pass(ct_graph *g, int n, const ct_step_scalars *s, ct_err
     if (st == CT_OK)
         st = ct_graph_zero_grads(g, n, err);
     if (st == CT_OK)
-        st = be->ops->loss(be, out->y, g->labels, out->dy, n, g->classes, err);
+        st = be->ops->loss(be, out->y, &g->labels, out->dy, n, err);
     if (st == CT_OK)
         st = ct_graph_backward(g, n, err);
     return st;
@@ -250,7 +251,7 @@ static ct_status eval_pass(ct_graph *g, int n, ct_err *err)
 {
     ct_status st = ct_graph_forward(g, n, 0, err);
     if (st == CT_OK)
-        st = g->be->ops->loss(g->be, ct_graph_output(g)->y, g->labels, NULL, n, g->classes, err);
+        st = g->be->ops->loss(g->be, ct_graph_output(g)->y, &g->labels, NULL, n, err);
     return st;
 }
 
@@ -275,7 +276,7 @@ static void reset_metrics(ct_backend *be)
 
 static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
 {
-    ct_graph *gc = &net->graph;
+    ct_graph *gc = &net->replicas[0].graph;
     ct_backend *cpu = gc->be, *gpu = gg->be;
     const ct_train_config *tc = &net->cfg.train;
     int n = gc->batch;
@@ -286,8 +287,8 @@ static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
 
     /* the same seed draws the same initial parameters and state on the host */
     size_t pbytes = gc->n_params * sizeof(float), sbytes = gc->n_state * sizeof(float);
-    float *pc = fetch(cpu, gc->params, pbytes), *pg = fetch(gpu, gg->params, pbytes);
-    float *sc = fetch(cpu, gc->state, sbytes), *sg = fetch(gpu, gg->state, sbytes);
+    float *pc = fetch(cpu, gc->params.data, pbytes), *pg = fetch(gpu, gg->params.data, pbytes);
+    float *sc = fetch(cpu, gc->state.data, sbytes), *sg = fetch(gpu, gg->state.data, sbytes);
     int same_p = pc && pg && memcmp(pc, pg, pbytes) == 0;
     int same_s = sc && sg && memcmp(sc, sg, sbytes) == 0;
     printf("%-24s %-7s %-10s %zu parameters %s, %zu state %s\n", cs, "init", "", gc->n_params,
@@ -302,7 +303,7 @@ static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
      * added wrongly, and batch-norm's gamma 1 and beta 0 would hide either being ignored */
     for (size_t i = 0; i < gc->n_params; i++)
         pc[i] += uniform(-0.05f, 0.05f);
-    int ok = put(cpu, gc->params, pc, pbytes) && put(gpu, gg->params, pc, pbytes);
+    int ok = put(cpu, gc->params.data, pc, pbytes) && put(gpu, gg->params.data, pc, pbytes);
 
     /* identical random inputs and labels */
     size_t xcount = (size_t)n * ct_shape_size(gc->input);
@@ -312,9 +313,9 @@ static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
         x[i] = uniform(-1.0f, 1.0f);
     for (int i = 0; i < n; i++)
         labels[i] = (int32_t)(ct_rng_next(&rng) % (uint64_t)gc->classes);
-    ok = ok && put(cpu, gc->x, x, xcount * sizeof *x) && put(gpu, gg->x, x, xcount * sizeof *x);
-    ok = ok && put(cpu, gc->labels, labels, (size_t)n * sizeof *labels) &&
-         put(gpu, gg->labels, labels, (size_t)n * sizeof *labels);
+    ok = ok && put(cpu, gc->x.data, x, xcount * sizeof *x) && put(gpu, gg->x.data, x, xcount * sizeof *x);
+    ok = ok && put(cpu, gc->labels.data, labels, (size_t)n * sizeof *labels) &&
+         put(gpu, gg->labels.data, labels, (size_t)n * sizeof *labels);
     reset_metrics(cpu);
     reset_metrics(gpu);
 
@@ -335,7 +336,7 @@ static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
                 sc[l->state_off + c + j] = uniform(0.5f, 1.5f);  /* running variance */
             }
         }
-        ok = put(cpu, gc->state, sc, sbytes) && put(gpu, gg->state, sc, sbytes);
+        ok = put(cpu, gc->state.data, sc, sbytes) && put(gpu, gg->state.data, sc, sbytes);
     }
     if (ok) {
         ct_err eg = {0}, ec = {0};
@@ -386,23 +387,24 @@ static void run_case(const char *cs, const char *shape, int batch, const char *l
         ct_close(net);
         return;
     }
-    CHECK_MSG(strcmp(net->be->ops->name, "cpu") == 0, "[%s] devices = cpu built on '%s'", cs, net->be->ops->name);
+    const ct_graph *gc = &net->replicas[0].graph;
+    CHECK_MSG(net->n_replicas == 1 && strcmp(gc->be->ops->name, "cpu") == 0, "[%s] devices = cpu built on '%s'",
+              cs, gc->be->ops->name);
 
     ct_err err = {0};
     ct_backend *gpu = NULL;
     ct_graph gg;
     memset(&gg, 0, sizeof gg);
-    st = ct_cuda_backend_create(&gpu, &GPU_OPTIONS, &err);
+    st = ct_gpu_test_open(&gpu, &GPU_OPTIONS, &err);
     if (st == CT_OK)
-        st = ct_graph_build(&gg, &net->cfg, net->graph.input, net->graph.classes, &err);
+        st = ct_graph_build(&gg, &net->cfg, gc->input, gc->classes, &err);
     if (st == CT_OK)
-        st = ct_graph_bind(&gg, gpu, net->graph.batch, net->cfg.train.optimizer, net->cfg.train.seed, 0, &err);
+        st = ct_graph_bind(&gg, gpu, gc->batch, net->cfg.train.optimizer, net->cfg.train.seed, 0, &err);
     CHECK_MSG(st == CT_OK, "[%s] the CUDA network: %s", cs, err.msg);
     if (st == CT_OK)
         case_body(cs, net, &gg, flags);
     ct_graph_free(&gg);
-    if (gpu)
-        gpu->ops->destroy(gpu);
+    ct_gpu_test_close(gpu);
     ct_close(net);
 }
 
@@ -589,11 +591,11 @@ static void optimizer_cases(void)
     const float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
     ct_err err = {0};
     ct_backend *be[2] = {NULL, NULL};  /* 0: gpu, 1: cpu */
-    CHECK_MSG(ct_cuda_backend_create(&be[0], &GPU_OPTIONS, &err) == CT_OK, "%s", err.msg);
-    CHECK_MSG(ct_cpu_backend_create(&be[1], &err) == CT_OK, "%s", err.msg);
+    CHECK_MSG(ct_gpu_test_open(&be[0], &GPU_OPTIONS, &err) == CT_OK, "%s", err.msg);
+    CHECK_MSG(ct_gpu_test_open(&be[1], NULL, &err) == CT_OK, "%s", err.msg);
     if (!be[0] || !be[1]) {
-        if (be[0]) be[0]->ops->destroy(be[0]);
-        if (be[1]) be[1]->ops->destroy(be[1]);
+        ct_gpu_test_close(be[0]);
+        ct_gpu_test_close(be[1]);
         return;
     }
     printf("== optimizers\n");
@@ -609,10 +611,13 @@ static void optimizer_cases(void)
         int ok = 1;
         for (int b = 0; b < 2; b++) {
             res_w[b] = res_m[b] = res_v[b] = NULL;
-            float *w = be[b]->ops->alloc(be[b], P * sizeof(float));
-            float *grad = be[b]->ops->alloc(be[b], P * sizeof(float));
-            float *m = be[b]->ops->alloc(be[b], P * sizeof(float));
-            float *v = be[b]->ops->alloc(be[b], P * sizeof(float));
+            ct_device *dev = be[b]->dev;
+            float *w = dev->ops->alloc(dev, P * sizeof(float));
+            float *grad = dev->ops->alloc(dev, P * sizeof(float));
+            float *m = dev->ops->alloc(dev, P * sizeof(float));
+            float *v = dev->ops->alloc(dev, P * sizeof(float));
+            ct_tensor tw = ct_tensor_flat(w, CT_DTYPE_F32, P), tg = ct_tensor_flat(grad, CT_DTYPE_F32, P);
+            ct_tensor tm = ct_tensor_flat(m, CT_DTYPE_F32, P), tv = ct_tensor_flat(v, CT_DTYPE_F32, P);
             CHECK(w && grad && m && v);
             if (!w || !grad || !m || !v) {
                 ok = 0;
@@ -624,8 +629,8 @@ static void optimizer_cases(void)
                         break;
                     ct_step_scalars s = scalars(lrs[t - 1], t, beta1, beta2, 0);
                     ct_optim_step os = {
-                        .kind = opts[o].kind, .params = w, .grads = grad, .m = has_m ? m : NULL,
-                        .v = has_v ? v : NULL, .count = P, .momentum = opts[o].momentum, .beta1 = beta1,
+                        .kind = opts[o].kind, .params = &tw, .grads = &tg, .m = has_m ? &tm : NULL,
+                        .v = has_v ? &tv : NULL, .momentum = opts[o].momentum, .beta1 = beta1,
                         .beta2 = beta2, .epsilon = eps, .weight_decay = opts[o].weight_decay,
                         .nesterov = opts[o].nesterov,
                     };
@@ -642,10 +647,10 @@ static void optimizer_cases(void)
                     ok = res_w[b] && (!has_m || res_m[b]) && (!has_v || res_v[b]);
                 }
             }
-            if (w) be[b]->ops->free(be[b], w);
-            if (grad) be[b]->ops->free(be[b], grad);
-            if (m) be[b]->ops->free(be[b], m);
-            if (v) be[b]->ops->free(be[b], v);
+            if (w) dev->ops->free(dev, w);
+            if (grad) dev->ops->free(dev, grad);
+            if (m) dev->ops->free(dev, m);
+            if (v) dev->ops->free(dev, v);
         }
         if (ok) {
             /* the update itself, not the weights it is a small change of */
@@ -667,8 +672,8 @@ static void optimizer_cases(void)
     }
     free(w0);
     free(g);
-    be[0]->ops->destroy(be[0]);
-    be[1]->ops->destroy(be[1]);
+    ct_gpu_test_close(be[0]);
+    ct_gpu_test_close(be[1]);
 }
 
 int main(void)

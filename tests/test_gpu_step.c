@@ -5,8 +5,9 @@
  * deterministic) and once through run_step; the parameters, the optimizer's moments and the
  * batch-norm running statistics must be bit-identical. Then the shapes change: a partial last
  * batch (another key), the full batch again, and evaluation forwards at another n, directly and
- * through run_step. The input staging (input_reserve, input_host, input_commit), peek_metrics and
- * the timing marks are checked on the way. Exits 77 (skipped) without a GPU. */
+ * through run_step. The input staging (reserve again, input_submit from pinned host memory,
+ * input_wait), peek_metrics and the device's timing marks are checked on the way. Exits 77
+ * (skipped) without a GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,41 @@ static const char *const NET =
     "[out]\ntype = dense\nunits = 10\n";
 
 
+/* Pinned host batches the test stages from, as the input pipeline's ring: a slot is rewritten
+ * only after input_wait says the copy that last read it is done. */
+enum { HOST_SLOTS = 2 };
+typedef struct host_ring {
+    float *x[HOST_SLOTS];
+    int32_t *y[HOST_SLOTS];
+    long ticket[HOST_SLOTS];
+    int next;
+} host_ring;
+
+static host_ring ring;
+
+static int ring_open(ct_device *dev, size_t x_bytes, size_t y_bytes)
+{
+    for (int i = 0; i < HOST_SLOTS; i++) {
+        ring.x[i] = dev->ops->host_alloc(dev, x_bytes);
+        ring.y[i] = dev->ops->host_alloc(dev, y_bytes);
+        CHECK_MSG(ring.x[i] && ring.y[i], "host_alloc of %zu + %zu bytes", x_bytes, y_bytes);
+        if (!ring.x[i] || !ring.y[i])
+            return 0;
+    }
+    return 1;
+}
+
+static void ring_close(ct_device *dev)
+{
+    if (!dev)
+        return;
+    for (int i = 0; i < HOST_SLOTS; i++) {
+        dev->ops->host_free(dev, ring.x[i]);
+        dev->ops->host_free(dev, ring.y[i]);
+    }
+    memset(&ring, 0, sizeof ring);
+}
+
 /* What one step's work needs; the step function gets it as its context. */
 typedef struct step_ctx {
     ct_graph *g;
@@ -56,7 +92,7 @@ static ct_status train_work(void *p, ct_err *err)
     if (st == CT_OK)
         st = ct_graph_zero_grads(g, c->n, err);
     if (st == CT_OK)
-        st = be->ops->loss(be, out->y, g->labels, out->dy, c->n, g->classes, err);
+        st = be->ops->loss(be, out->y, &g->labels, out->dy, c->n, err);
     if (st == CT_OK)
         st = ct_graph_backward(g, c->n, err);
     if (st == CT_OK)
@@ -71,7 +107,7 @@ static ct_status eval_work(void *p, ct_err *err)
     ct_graph *g = c->g;
     ct_status st = ct_graph_forward(g, c->n, 0, err);
     if (st == CT_OK)
-        st = g->be->ops->loss(g->be, ct_graph_output(g)->y, g->labels, NULL, c->n, g->classes, err);
+        st = g->be->ops->loss(g->be, ct_graph_output(g)->y, &g->labels, NULL, c->n, err);
     return st;
 }
 
@@ -85,21 +121,21 @@ static void make_batch(int k, int n, size_t per_sample, float *x, int32_t *y)
         y[i] = (int32_t)(ct_rng_next(&rng) % CLASSES);
 }
 
-/* Batch k through the backend's input staging into g->x and g->labels. */
+/* Batch k through the next host slot and the backend's input staging into g->x and g->labels. */
 static int stage(ct_graph *g, int k, int n)
 {
     ct_backend *be = g->be;
     ct_err err = {0};
-    float *hx = NULL;
-    int32_t *hy = NULL;
-    size_t per = ct_shape_size(g->input);
-    ct_status st = be->ops->input_host(be, &hx, &hy, &err);
-    CHECK_MSG(st == CT_OK && hx && hy, "input_host: %s", err.msg);
-    if (st != CT_OK || !hx || !hy)
+    int slot = ring.next;
+    ring.next = (slot + 1) % HOST_SLOTS;
+    ct_status st = be->ops->input_wait(be, ring.ticket[slot], &err);
+    CHECK_MSG(st == CT_OK, "input_wait: %s", err.msg);
+    if (st != CT_OK)
         return 0;
-    make_batch(k, n, per, hx, hy);
-    st = be->ops->input_commit(be, g->x, g->labels, (size_t)n * per * sizeof(float), (size_t)n * sizeof(int32_t), &err);
-    CHECK_MSG(st == CT_OK, "input_commit of %d samples: %s", n, err.msg);
+    make_batch(k, n, ct_shape_size(g->input), ring.x[slot], ring.y[slot]);
+    ct_input_batch b = {.n = n, .shape = g->input, .x = ring.x[slot], .y = ring.y[slot]};
+    st = be->ops->input_submit(be, &b, &g->x, &g->labels, &ring.ticket[slot], &err);
+    CHECK_MSG(st == CT_OK, "input_submit of %d samples: %s", n, err.msg);
     return st == CT_OK;
 }
 
@@ -125,7 +161,8 @@ typedef struct snapshot {
 static int xfer(ct_backend *be, void *dst, const void *src, size_t bytes, int up)
 {
     ct_err err = {0};
-    ct_status st = up ? be->ops->upload(be, dst, src, bytes, &err) : be->ops->download(be, dst, src, bytes, &err);
+    ct_device *dev = be->dev;
+    ct_status st = up ? dev->ops->upload(dev, dst, src, bytes, &err) : dev->ops->download(dev, dst, src, bytes, &err);
     CHECK_MSG(st == CT_OK, "%s of %zu bytes: %s", up ? "upload" : "download", bytes, err.msg);
     return st == CT_OK;
 }
@@ -137,15 +174,15 @@ static int take(ct_graph *g, snapshot *s)
     s->m = xmalloc(pb);
     s->v = xmalloc(pb);
     s->state = xmalloc(sb);
-    return xfer(g->be, s->params, g->params, pb, 0) && xfer(g->be, s->m, g->opt_m, pb, 0) &&
-           xfer(g->be, s->v, g->opt_v, pb, 0) && xfer(g->be, s->state, g->state, sb, 0);
+    return xfer(g->be, s->params, g->params.data, pb, 0) && xfer(g->be, s->m, g->opt_m.data, pb, 0) &&
+           xfer(g->be, s->v, g->opt_v.data, pb, 0) && xfer(g->be, s->state, g->state.data, sb, 0);
 }
 
 static int restore(ct_graph *g, const snapshot *s)
 {
     size_t pb = g->n_params * sizeof(float), sb = g->n_state * sizeof(float);
-    return xfer(g->be, g->params, s->params, pb, 1) && xfer(g->be, g->opt_m, s->m, pb, 1) &&
-           xfer(g->be, g->opt_v, s->v, pb, 1) && xfer(g->be, g->state, s->state, sb, 1);
+    return xfer(g->be, g->params.data, s->params, pb, 1) && xfer(g->be, g->opt_m.data, s->m, pb, 1) &&
+           xfer(g->be, g->opt_v.data, s->v, pb, 1) && xfer(g->be, g->state.data, s->state, sb, 1);
 }
 
 static void drop(snapshot *s)
@@ -204,7 +241,7 @@ static int run_steps(step_ctx *c, const ct_train_config *tc, int through_graph, 
     ct_err err = {0};
     long correct;
     int ok = read_loss(be, loss, &correct); /* resets the accumulators */
-    ok = ok && be->ops->mark(be, 0, &err) == CT_OK;
+    ok = ok && be->dev->ops->mark(be->dev, 0, &err) == CT_OK;
     c->n = BATCH;
     for (int k = 1; k <= K && ok; k++) {
         ok = stage(g, k, BATCH);
@@ -215,31 +252,32 @@ static int run_steps(step_ctx *c, const ct_train_config *tc, int through_graph, 
         CHECK_MSG(!ok || st == CT_OK, "%s step %d: %s", through_graph ? "run_step" : "direct", k, err.msg);
         ok = ok && st == CT_OK;
     }
-    ok = ok && be->ops->mark(be, 1, &err) == CT_OK;
+    ok = ok && be->dev->ops->mark(be->dev, 1, &err) == CT_OK;
     ok = ok && read_loss(be, loss, &correct);
     *ms = -1.0;
     if (ok) {
-        ct_status st = be->ops->elapsed(be, 0, 1, ms, &err);
+        ct_status st = be->dev->ops->elapsed(be->dev, 0, 1, ms, &err);
         CHECK_MSG(st == CT_OK && isfinite(*ms) && *ms >= 0.0, "elapsed: %s (%g ms)", err.msg, *ms);
     }
     CHECK_MSG(ok, "the %s run did not complete: %s", through_graph ? "run_step" : "direct", err.msg);
     return ok;
 }
 
-/* input_reserve was called for the full batch: a full batch, another right away (input_host must
- * wait until the first copy has read the buffers), then 5 samples that must leave the rest of
- * the previous batch in place. */
+/* reserve was called for the full batch: a full batch, another right away, a third through the
+ * first host slot again (stage waits until the first copy has read it), then 5 samples that must
+ * leave the rest of the previous batch in place. */
 static void staging_check(ct_graph *g)
 {
     ct_backend *be = g->be;
     size_t per = ct_shape_size(g->input), xcount = (size_t)BATCH * per;
     float *want_x = xmalloc(xcount * sizeof(float)), *got_x = xmalloc(xcount * sizeof(float));
     int32_t *want_y = xmalloc(BATCH * sizeof(int32_t)), *got_y = xmalloc(BATCH * sizeof(int32_t));
-    int ok = stage(g, 1001, BATCH) && stage(g, 1002, BATCH) && stage(g, 1003, 5);
+    int ok = stage(g, 1001, BATCH) && stage(g, 1002, BATCH) && stage(g, 1003, BATCH) && stage(g, 1004, 5);
     if (ok) {
-        make_batch(1002, BATCH, per, want_x, want_y);
-        make_batch(1003, 5, per, want_x, want_y); /* the first 5 samples replaced */
-        ok = xfer(be, got_x, g->x, xcount * sizeof(float), 0) && xfer(be, got_y, g->labels, BATCH * sizeof(int32_t), 0);
+        make_batch(1003, BATCH, per, want_x, want_y);
+        make_batch(1004, 5, per, want_x, want_y); /* the first 5 samples replaced */
+        ok = xfer(be, got_x, g->x.data, xcount * sizeof(float), 0) &&
+             xfer(be, got_y, g->labels.data, BATCH * sizeof(int32_t), 0);
     }
     if (ok) {
         int same_x = memcmp(got_x, want_x, xcount * sizeof(float)) == 0;
@@ -318,7 +356,7 @@ static void shape_changes(step_ctx *c, const ct_train_config *tc)
     if (ok && read_loss(be, &loss, &correct)) {
         printf("partial batch of %d: 3 steps through run_step, mean loss %.5g\n", PARTIAL, loss / (3.0 * PARTIAL));
         CHECK_MSG(isfinite(loss) && loss > 0.0, "partial batch loss sum %g", loss);
-        CHECK_MSG(be->ops->all_finite(be, g->params, g->n_params), "non-finite parameters after the partial batch");
+        CHECK_MSG(be->ops->all_finite(be, &g->params, g->n_params), "non-finite parameters after the partial batch");
     }
 
     /* the full batch again, after another shape ran in between */
@@ -380,33 +418,36 @@ int main(void)
     ct_backend *gpu = NULL;
     ct_graph g;
     memset(&g, 0, sizeof g);
-    st = ct_cuda_backend_create(&gpu, &(ct_cuda_options){.device = 0, .graphs = 1, .allow_tf32 = 0}, &err);
+    st = ct_gpu_test_open(&gpu, &(ct_cuda_options){.graphs = 1, .allow_tf32 = 0}, &err);
     if (st == CT_OK)
         st = ct_graph_build(&g, &net->cfg, net->graph.input, net->graph.classes, &err);
     if (st == CT_OK)
         st = ct_graph_bind(&g, gpu, BATCH, CT_OPT_ADAM, tc->seed, 0, &err);
-    size_t per = ct_shape_size(g.input);
-    /* ct_graph_bind has reserved the staging for its batch already; reserving again, as a caller
-     * whose largest batch changed would, must simply replace it */
-    if (st == CT_OK)
-        st = gpu->ops->input_reserve(gpu, (size_t)BATCH * per * sizeof(float), BATCH * sizeof(int32_t), &err);
+    size_t x_bytes = (size_t)BATCH * ct_shape_size(g.input) * sizeof(float), y_bytes = BATCH * sizeof(int32_t);
+    /* ct_graph_bind has reserved the workspace and staging for its batch already; reserving
+     * again, as a rebind would, must simply replace them */
+    if (st == CT_OK) {
+        size_t workspace = 0, scratch = 0;
+        ct_backend_sizes(gpu, &g, BATCH, &workspace, &scratch);
+        st = gpu->ops->reserve(gpu, workspace, scratch, x_bytes, y_bytes, &err);
+    }
     CHECK_MSG(st == CT_OK, "the CUDA network: %s", err.msg);
-    if (st != CT_OK) {
+    if (st != CT_OK || !ring_open(gpu->dev, x_bytes, y_bytes)) {
+        ring_close(gpu ? gpu->dev : NULL);
         ct_graph_free(&g);
-        if (gpu)
-            gpu->ops->destroy(gpu);
+        ct_gpu_test_close(gpu);
         ct_close(net);
         return ct_test_done();
     }
     CHECK_MSG(gpu->graphs == 1, "graphs = 1 was asked for, but the backend has them off: %s", gpu->note);
-    CHECK(g.opt_m && g.opt_v && g.n_state > 0);
+    CHECK(g.opt_m.data && g.opt_v.data && g.n_state > 0);
 
     staging_check(&g);
 
     step_ctx c = {
         .g = &g, .n = BATCH,
-        .opt = {.kind = CT_OPT_ADAM, .params = g.params, .grads = g.grads, .m = g.opt_m, .v = g.opt_v,
-                .count = g.n_params, .momentum = tc->momentum, .beta1 = tc->beta1, .beta2 = tc->beta2,
+        .opt = {.kind = CT_OPT_ADAM, .params = &g.params, .grads = &g.grads, .m = &g.opt_m, .v = &g.opt_v,
+                .momentum = tc->momentum, .beta1 = tc->beta1, .beta2 = tc->beta2,
                 .epsilon = tc->epsilon, .weight_decay = tc->weight_decay, .nesterov = tc->nesterov},
     };
     snapshot init = {0}, direct = {0}, again = {0}, graph = {0};
@@ -437,8 +478,9 @@ int main(void)
     drop(&direct);
     drop(&again);
     drop(&graph);
+    ring_close(gpu->dev);
     ct_graph_free(&g);
-    gpu->ops->destroy(gpu);
+    ct_gpu_test_close(gpu);
     ct_close(net);
     return ct_test_done();
 }

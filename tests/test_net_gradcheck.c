@@ -22,18 +22,19 @@ static const char *NET =
     "[out]\ntype = dense\nunits = 5\n";
 
 /* Mean loss of one training-mode forward pass (fixed dropout seed, batch statistics). */
-static double loss_at(ct_net *net, int n)
+static double loss_at(ct_replica *r, int n)
 {
-    ct_graph *g = &net->graph;
+    ct_graph *g = &r->graph;
+    ct_backend *be = r->be;
     double loss;
     long correct;
     ct_err err;
     ct_step_scalars fixed = {.lr = 0.0f, .t = 1, .bias1 = 1.0f, .bias2 = 1.0f, .dropout_seed = 99};
-    net->be->ops->set_step(net->be, &fixed, &err);
-    net->be->ops->read_metrics(net->be, &loss, &correct, 1, &err);
+    be->ops->set_step(be, &fixed, &err);
+    be->ops->read_metrics(be, &loss, &correct, 1, &err);
     ct_graph_forward(g, n, 1, &err);
-    net->be->ops->loss(net->be, ct_graph_output(g)->y, g->labels, NULL, n, g->classes, &err);
-    net->be->ops->read_metrics(net->be, &loss, &correct, 1, &err);
+    be->ops->loss(be, ct_graph_output(g)->y, &g->labels, NULL, n, &err);
+    be->ops->read_metrics(be, &loss, &correct, 1, &err);
     return loss / n;
 }
 
@@ -45,28 +46,36 @@ int main(void)
     CHECK_MSG(st == CT_OK, "%s", ct_errmsg(net));
     if (st != CT_OK)
         return ct_test_done();
-    ct_graph *g = &net->graph;
+    /* the one replica's bound network (net->graph holds the shapes only) */
+    ct_replica *r = &net->replicas[0];
+    ct_graph *g = &r->graph;
+    ct_backend *be = r->be;
     int n = g->batch;
     /* the planner and the allocations it predicts must agree, byte for byte */
     ct_memory_plan plan;
-    ct_graph_plan(g, net->be, n, net->cfg.train.optimizer, &plan);
+    ct_graph_plan(g, be, n, net->cfg.train.optimizer, &plan);
     CHECK_MSG(plan.total == g->allocated, "plan %zu bytes, allocated %zu", plan.total, g->allocated);
     CHECK(plan.activations > 0 && plan.gradients > 0 && plan.params == 2 * g->n_params * sizeof(float));
+    /* the CPU device's memory is host memory: the test writes the tensors directly */
+    CHECK(be->dev->host_memory);
+    float *x = ct_f32(&g->x), *params = ct_f32(&g->params);
+    const float *grads = ct_f32(&g->grads);
+    int32_t *labels = ct_i32(&g->labels);
     ct_rng rng = {12345};
     for (size_t i = 0; i < (size_t)n * ct_shape_size(g->input); i++)
-        g->x[i] = 2.0f * ct_rng_uniform(&rng) - 1.0f;
+        x[i] = 2.0f * ct_rng_uniform(&rng) - 1.0f;
     for (int i = 0; i < n; i++)
-        g->labels[i] = (int32_t)(ct_rng_next(&rng) % 5);
+        labels[i] = (int32_t)(ct_rng_next(&rng) % 5);
     /* small random biases so no unit starts exactly at an activation's kink */
     for (size_t i = 0; i < g->n_params; i++)
-        g->params[i] += 0.05f * (ct_rng_uniform(&rng) - 0.5f);
+        params[i] += 0.05f * (ct_rng_uniform(&rng) - 0.5f);
 
     ct_err err;
     ct_step_scalars fixed = {.lr = 0.0f, .t = 1, .bias1 = 1.0f, .bias2 = 1.0f, .dropout_seed = 99};
-    net->be->ops->set_step(net->be, &fixed, &err);
+    be->ops->set_step(be, &fixed, &err);
     ct_graph_forward(g, n, 1, &err);
     ct_graph_zero_grads(g, n, &err);
-    net->be->ops->loss(net->be, ct_graph_output(g)->y, g->labels, ct_graph_output(g)->dy, n, g->classes, &err);
+    be->ops->loss(be, ct_graph_output(g)->y, &g->labels, ct_graph_output(g)->dy, n, &err);
     ct_graph_backward(g, n, &err);
 
     /* every parameter of every layer, central differences */
@@ -78,14 +87,14 @@ int main(void)
         size_t count = l->w_count + l->b_count;
         for (size_t k = 0; k < count; k++) {
             size_t p = l->w_off + k;
-            float saved = g->params[p];
-            g->params[p] = saved + eps;
-            double up = loss_at(net, n);
-            g->params[p] = saved - eps;
-            double down = loss_at(net, n);
-            g->params[p] = saved;
+            float saved = params[p];
+            params[p] = saved + eps;
+            double up = loss_at(r, n);
+            params[p] = saved - eps;
+            double down = loss_at(r, n);
+            params[p] = saved;
             double numeric = (up - down) / (2.0 * eps);
-            double analytic = g->grads[p];
+            double analytic = grads[p];
             double diff = fabs(numeric - analytic);
             double rel = diff / fmax(fabs(numeric) + fabs(analytic), 1e-3);
             checked++;

@@ -1,7 +1,7 @@
 /* Batch normalisation over (rows, c) where rows = n*h*w: statistics per channel. */
 #include <math.h>
 
-#include "cpu/cpu_ops.h"
+#include "cpu/cpu_backend.h"
 
 /* Per-channel reductions split the rows into a fixed number of chunks, summed in parallel and
  * combined in order: results don't depend on the thread count, and nothing is allocated. */
@@ -135,3 +135,38 @@ void ct_cpu_batchnorm_backward(const float *x, const float *gamma, const float *
         }
     }
 }
+
+/* Batch norm layers normalise over rows = n*h*w of the input, per channel c. aux holds the batch's
+ * mean then invstd (2c fp32) from forward for backward; state the running mean then variance. */
+
+// x, y: (n, h, w, c) fp32; aux, state: (2c)
+static ct_status batchnorm_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
+{
+    (void)be; (void)err;
+    int rows = n * l->in_shape.h * l->in_shape.w, c = l->in_shape.c;
+    float *saved = ct_f32(l->aux), *state = ct_f32(l->state);
+    if (training)
+        ct_cpu_batchnorm_forward_train(ct_f32(l->x[0]), ct_f32(l->w), ct_f32(l->b), ct_f32(l->y), saved,
+                                       saved + c, state, state + c, rows, c, l->cfg->momentum, l->cfg->epsilon);
+    else
+        ct_cpu_batchnorm_forward_eval(ct_f32(l->x[0]), ct_f32(l->w), ct_f32(l->b), state, state + c,
+                                      ct_f32(l->y), rows, c, l->cfg->epsilon);
+    return CT_OK;
+}
+
+// x, dy: (n, h, w, c) fp32; dx: like x or NULL; aux: (2c)
+static ct_status batchnorm_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
+{
+    (void)be; (void)err;
+    int rows = n * l->in_shape.h * l->in_shape.w, c = l->in_shape.c;
+    const float *saved = ct_f32(l->aux);
+    ct_cpu_batchnorm_backward(ct_f32(l->x[0]), ct_f32(l->w), ct_f32(l->dy), saved, saved + c, ct_f32(l->dx[0]),
+                              ct_f32(l->dw), ct_f32(l->db), rows, c);
+    return CT_OK;
+}
+
+const ct_layer_ops ct_cpu_batchnorm_ops = {
+    .forward = batchnorm_forward,
+    .backward = batchnorm_backward,
+    .workspace_bytes = NULL,
+};

@@ -7,13 +7,19 @@
  *  - every backward ADDS into its gradient outputs (dx, dw, db, ...): the trainer zeroes them once
  *    per step, so a layer read by several others accumulates correctly. A NULL dx skips it.
  *  - nothing here allocates; workspaces are passed in. OpenBLAS does matrix products, OpenMP the
- *    rest. */
+ *    rest.
+ *  - a layer type's kernels live in its file (engine/cpu/<type>.c) with its ops; those several
+ *    types share (activations, bias, accumulation) in elementwise.c. */
 #ifndef CT_CPU_OPS_H
 #define CT_CPU_OPS_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include "base/types.h"
+#include "base/window.h"
+
+/* Below this many elements an OpenMP parallel region costs more than it saves. */
+#define CT_CPU_PAR_MIN 32768
 
 /* ---- dense ---- */
 /* x: (n, k); w: (m, k); b: (m) or NULL; y: (n, m) = x w^T + b */
@@ -23,37 +29,23 @@ void ct_cpu_dense_backward(const float *x, const float *w, const float *dy, floa
                            float *db, int n, int k, int m);
 
 /* ---- conv2d (im2col + GEMM) ---- */
-typedef struct ct_conv_geom {
-    int n, h, w, c;          /* input */
-    int f, kh, kw, stride;   /* filters, kernel, stride */
-    int pad_t, pad_l;        /* zero padding before the first row/column (after is implied) */
-    int oh, ow;              /* output */
-} ct_conv_geom;
-
 /* Floats of workspace the conv functions need (im2col of the whole batch). */
-size_t ct_cpu_conv2d_workspace(const ct_conv_geom *g);
+size_t ct_cpu_conv2d_workspace(const ct_window_geom *g);
 /* x: (n, h, w, c); w: (f, kh, kw, c); b: (f) or NULL; y: (n, oh, ow, f); ws: workspace */
-void ct_cpu_conv2d_forward(const ct_conv_geom *g, const float *x, const float *w, const float *b,
+void ct_cpu_conv2d_forward(const ct_window_geom *g, const float *x, const float *w, const float *b,
                            float *y, float *ws);
 /* dy: (n, oh, ow, f); dx += ..., dw += ..., db += ... (dx or db may be NULL) */
-void ct_cpu_conv2d_backward(const ct_conv_geom *g, const float *x, const float *w, const float *dy,
+void ct_cpu_conv2d_backward(const ct_window_geom *g, const float *x, const float *w, const float *dy,
                             float *dx, float *dw, float *db, float *ws);
 
-/* ---- pooling ---- */
-typedef struct ct_pool_geom {
-    int n, h, w, c;
-    int kh, kw, stride;
-    int pad_t, pad_l;
-    int oh, ow;
-} ct_pool_geom;
-
+/* ---- pooling (g->f, the output channels, equals g->c) ---- */
 /* x: (n, h, w, c); y: (n, oh, ow, c); argmax: (n, oh, ow, c) index of the max within its sample's
  * (h, w, c) volume, for backward. Padding never wins. */
-void ct_cpu_maxpool_forward(const ct_pool_geom *g, const float *x, float *y, int32_t *argmax);
-void ct_cpu_maxpool_backward(const ct_pool_geom *g, const float *dy, const int32_t *argmax, float *dx);
+void ct_cpu_maxpool_forward(const ct_window_geom *g, const float *x, float *y, int32_t *argmax);
+void ct_cpu_maxpool_backward(const ct_window_geom *g, const float *dy, const int32_t *argmax, float *dx);
 /* Average over the window's cells inside the input (padding not counted). */
-void ct_cpu_avgpool_forward(const ct_pool_geom *g, const float *x, float *y);
-void ct_cpu_avgpool_backward(const ct_pool_geom *g, const float *dy, float *dx);
+void ct_cpu_avgpool_forward(const ct_window_geom *g, const float *x, float *y);
+void ct_cpu_avgpool_backward(const ct_window_geom *g, const float *dy, float *dx);
 
 /* ---- batch norm: statistics per channel over rows = n*h*w ---- */
 /* x, y: (rows, c); gamma, beta: (c); save_mean, save_invstd: (c) out, kept for backward;
@@ -71,7 +63,7 @@ void ct_cpu_batchnorm_backward(const float *x, const float *gamma, const float *
                                const float *save_mean, const float *save_invstd, float *dx,
                                float *dgamma, float *dbeta, int rows, int c);
 
-/* ---- elementwise ---- */
+/* ---- elementwise, shared by several layer types ---- */
 /* y = act(x), n elements; y may equal x */
 void ct_cpu_activation_forward(ct_activation act, const float *x, float *y, size_t n);
 /* dx += dy * act'(x); x is the activation's input, y its output (either may be used) */
@@ -81,11 +73,16 @@ void ct_cpu_activation_backward(ct_activation act, const float *x, const float *
 void ct_cpu_add_bias(float *y, const float *b, size_t rows, int c);
 /* Bias gradient: db (c) += column sums of dy (rows, c). */
 void ct_cpu_add_column_sums(const float *dy, float *db, size_t rows, int c);
-/* y = a + b */
-void ct_cpu_add_forward(const float *a, const float *b, float *y, size_t n);
 /* dx += dy */
 void ct_cpu_accumulate(const float *dy, float *dx, size_t n);
+/* 1 if all n values are finite */
+int ct_cpu_all_finite(const float *x, size_t n);
 
+/* ---- residual add ---- */
+/* y = a + b */
+void ct_cpu_add_forward(const float *a, const float *b, float *y, size_t n);
+
+/* ---- dropout ---- */
 /* Inverted dropout: keep element i when ct_uniform(seed, stream, i) >= rate, scale kept by
  * 1/(1-rate). mask: (n) 1 kept, 0 dropped. */
 void ct_cpu_dropout_forward(const float *x, float *y, uint8_t *mask, size_t n, float rate,
@@ -108,8 +105,5 @@ void ct_cpu_sgd_step(float *w, const float *g, float *vel, size_t n, float lr, f
  * (decoupled = 1, w -= lr * wd * w, torch.optim.AdamW). t: the step number, from 1. */
 void ct_cpu_adam_step(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                       float beta2, float eps, float weight_decay, int decoupled, long t);
-
-/* 1 if all n values are finite */
-int ct_cpu_all_finite(const float *x, size_t n);
 
 #endif

@@ -1,7 +1,6 @@
 /* Fully connected layer: y = x w^T + b, with w stored (out, in) as PyTorch's Linear. */
+#include "cpu/cpu_backend.h"
 #include "cpu/gemm.h"
-
-#include "cpu/cpu_ops.h"
 
 // x: (n, k); w: (m, k); b: (m) or NULL; y: (n, m)
 void ct_cpu_dense_forward(const float *x, const float *w, const float *b, float *y, int n, int k, int m)
@@ -19,3 +18,29 @@ void ct_cpu_dense_backward(const float *x, const float *w, const float *dy, floa
     if (dx) ct_cpu_sgemm(0, 0, n, k, m, 1.0f, dy, m, w, k, 1.0f, dx, k);
     if (db) ct_cpu_add_column_sums(dy, db, (size_t)n, m);
 }
+
+// x: (n, in) fp32; z, y: (n, units)
+static ct_status dense_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
+{
+    (void)be; (void)training; (void)err;
+    ct_cpu_dense_forward(ct_f32(l->x[0]), ct_f32(l->w), ct_f32(l->b), ct_f32(l->z), n,
+                         (int)ct_shape_size(l->in_shape), l->out.c);
+    ct_cpu_fused_activation_forward(l, n);
+    return CT_OK;
+}
+
+// dy: (n, units) fp32; dx: (n, in) or NULL
+static ct_status dense_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
+{
+    (void)err;
+    const float *dz = ct_cpu_preactivation_grad(be, l, n);
+    ct_cpu_dense_backward(ct_f32(l->x[0]), ct_f32(l->w), dz, ct_f32(l->dx[0]), ct_f32(l->dw), ct_f32(l->db), n,
+                          (int)ct_shape_size(l->in_shape), l->out.c);
+    return CT_OK;
+}
+
+const ct_layer_ops ct_cpu_dense_ops = {
+    .forward = dense_forward,
+    .backward = dense_backward,
+    .workspace_bytes = NULL,
+};

@@ -1,12 +1,9 @@
-/* Elementwise kernels: activations, bias, residual add, gradient accumulation, dropout. */
+/* Elementwise kernels several layer types share: activations, bias, gradient accumulation, column
+ * sums, and the finiteness check. */
 #include <math.h>
 #include <string.h>
 
-#include "base/rng.h"
 #include "cpu/cpu_ops.h"
-
-/* Below this many elements a parallel region costs more than it saves. */
-#define PAR_MIN 32768
 
 #define INV_SQRT2 0.70710678118654752f
 #define INV_SQRT_2PI 0.39894228040143268f
@@ -24,23 +21,23 @@ void ct_cpu_activation_forward(ct_activation act, const float *x, float *y, size
 {
     switch (act) {
     case CT_ACT_RELU:
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
         break;
     case CT_ACT_LEAKY:
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : CT_LEAKY_SLOPE * x[i];
         break;
     case CT_ACT_SIGMOID:
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++) y[i] = sigmoid(x[i]);
         break;
     case CT_ACT_TANH:
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
         break;
     case CT_ACT_GELU:
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * INV_SQRT2));
         break;
     default: /* linear */
@@ -64,29 +61,29 @@ void ct_cpu_activation_backward(ct_activation act, const float *x, const float *
     (void)y;
     switch (act) {
     case CT_ACT_RELU:
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++) dx[i] += x[i] > 0.0f ? dy[i] : 0.0f;
         break;
     case CT_ACT_LEAKY:
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++) dx[i] += x[i] > 0.0f ? dy[i] : CT_LEAKY_SLOPE * dy[i];
         break;
     case CT_ACT_SIGMOID:
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++) {
             float s = sigmoid(x[i]);
             dx[i] += dy[i] * s * (1.0f - s);
         }
         break;
     case CT_ACT_TANH:
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++) {
             float t = tanhf(x[i]);
             dx[i] += dy[i] * (1.0f - t * t);
         }
         break;
     case CT_ACT_GELU:
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++) dx[i] += dy[i] * gelu_grad(x[i]);
         break;
     default: /* linear */
@@ -98,49 +95,18 @@ void ct_cpu_activation_backward(ct_activation act, const float *x, const float *
 // y: (rows, c); b: (c)
 void ct_cpu_add_bias(float *y, const float *b, size_t rows, int c)
 {
-#pragma omp parallel for schedule(static) if (rows * (size_t)c > PAR_MIN)
+#pragma omp parallel for schedule(static) if (rows * (size_t)c > CT_CPU_PAR_MIN)
     for (size_t i = 0; i < rows; i++) {
         float *row = y + i * (size_t)c;
         for (int j = 0; j < c; j++) row[j] += b[j];
     }
 }
 
-// a, b, y: (n); y may alias a or b
-void ct_cpu_add_forward(const float *a, const float *b, float *y, size_t n)
-{
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
-}
-
 // dy, dx: (n)
 void ct_cpu_accumulate(const float *dy, float *dx, size_t n)
 {
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) dx[i] += dy[i];
-}
-
-/* Scale for kept elements; a rate of 1 drops everything, so nothing is left to scale. */
-static float keep_scale(float rate) { return rate < 1.0f ? 1.0f / (1.0f - rate) : 0.0f; }
-
-// x, y, mask: (n); the mask depends only on (seed, stream, i), never on threading
-void ct_cpu_dropout_forward(const float *x, float *y, uint8_t *mask, size_t n, float rate,
-                            uint64_t seed, uint64_t stream)
-{
-    const float scale = keep_scale(rate);
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        uint8_t keep = ct_uniform(seed, stream, i) >= rate;
-        mask[i] = keep;
-        y[i] = keep ? x[i] * scale : 0.0f;
-    }
-}
-
-// dy, mask, dx: (n)
-void ct_cpu_dropout_backward(const float *dy, const uint8_t *mask, float *dx, size_t n, float rate)
-{
-    const float scale = keep_scale(rate);
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (size_t i = 0; i < n; i++) dx[i] += mask[i] ? dy[i] * scale : 0.0f;
 }
 
 /* Tests the exponent bits rather than calling isfinite, which -ffast-math may fold to 1. */
@@ -155,7 +121,7 @@ static int bits_finite(float v)
 int ct_cpu_all_finite(const float *x, size_t n)
 {
     size_t bad = 0;
-#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > PAR_MIN)
+#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > CT_CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) bad += !bits_finite(x[i]);
     return bad == 0;
 }

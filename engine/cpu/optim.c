@@ -3,19 +3,17 @@
 
 #include "cpu/cpu_ops.h"
 
-#define PAR_MIN 32768
-
 // w, g, vel: (n); vel unused (may be NULL) when momentum is 0
 void ct_cpu_sgd_step(float *w, const float *g, float *vel, size_t n, float lr, float momentum,
                      int nesterov, float weight_decay)
 {
     if (momentum <= 0.0f || !vel) {
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++) w[i] -= lr * (g[i] + weight_decay * w[i]);
         return;
     }
     /* vel starts at 0, so the first step's momentum * 0 + g equals PyTorch's buffer = g */
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] + weight_decay * w[i];
         vel[i] = momentum * vel[i] + gi;
@@ -33,7 +31,7 @@ void ct_cpu_adam_step(float *w, const float *g, float *m, float *v, size_t n, fl
     const float bc2 = (float)(1.0 - pow(beta2, (double)t));
     const float l2 = decoupled ? 0.0f : weight_decay;
     const float shrink = decoupled ? 1.0f - lr * weight_decay : 1.0f;
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] + l2 * w[i];
         m[i] = beta1 * m[i] + (1.0f - beta1) * gi;

@@ -2,7 +2,7 @@
  * input first, so padding is never read: it never wins a max and never counts in an average. */
 #include <string.h>
 
-#include "cpu/cpu_ops.h"
+#include "cpu/cpu_backend.h"
 
 /* A window clipped to the input: rows [y0, y1), columns [x0, x1). */
 typedef struct window {
@@ -11,7 +11,7 @@ typedef struct window {
 
 static int clamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-static window pool_window(const ct_pool_geom *g, int oy, int ox)
+static window pool_window(const ct_window_geom *g, int oy, int ox)
 {
     int ys = oy * g->stride - g->pad_t, xs = ox * g->stride - g->pad_l;
     window win = {clamp(ys, 0, g->h), clamp(ys + g->kh, 0, g->h), clamp(xs, 0, g->w),
@@ -19,12 +19,12 @@ static window pool_window(const ct_pool_geom *g, int oy, int ox)
     return win;
 }
 
-static size_t sample_size(const ct_pool_geom *g) { return (size_t)g->h * g->w * g->c; }
+static size_t sample_size(const ct_window_geom *g) { return (size_t)g->h * g->w * g->c; }
 
 /* One output pixel, all channels. xs: the sample (h, w, c); yo, ao: (c). The window's first
  * cell seeds the max and later cells replace it only when strictly greater, so ties keep the
  * first maximum as the reference frameworks do; the select form lets the channel loop vectorise. */
-static void max_window(const ct_pool_geom *g, const float *restrict xs, window win,
+static void max_window(const ct_window_geom *g, const float *restrict xs, window win,
                        float *restrict yo, int32_t *restrict ao)
 {
     const int c = g->c;
@@ -55,7 +55,7 @@ static void max_window(const ct_pool_geom *g, const float *restrict xs, window w
 }
 
 // x: (n, h, w, c); y, argmax: (n, oh, ow, c)
-void ct_cpu_maxpool_forward(const ct_pool_geom *g, const float *x, float *y, int32_t *argmax)
+void ct_cpu_maxpool_forward(const ct_window_geom *g, const float *x, float *y, int32_t *argmax)
 {
     const int c = g->c;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -71,7 +71,7 @@ void ct_cpu_maxpool_forward(const ct_pool_geom *g, const float *x, float *y, int
 }
 
 // dy, argmax: (n, oh, ow, c); dx: (n, h, w, c) += dy routed to each window's maximum
-void ct_cpu_maxpool_backward(const ct_pool_geom *g, const float *dy, const int32_t *argmax, float *dx)
+void ct_cpu_maxpool_backward(const ct_window_geom *g, const float *dy, const int32_t *argmax, float *dx)
 {
     const size_t per_out = (size_t)g->oh * g->ow * g->c;
     /* overlapping windows can route to the same input, but only within a sample */
@@ -87,7 +87,7 @@ void ct_cpu_maxpool_backward(const ct_pool_geom *g, const float *dy, const int32
 }
 
 // x: (n, h, w, c); y: (n, oh, ow, c)
-void ct_cpu_avgpool_forward(const ct_pool_geom *g, const float *x, float *y)
+void ct_cpu_avgpool_forward(const ct_window_geom *g, const float *x, float *y)
 {
     const int c = g->c;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -113,7 +113,7 @@ void ct_cpu_avgpool_forward(const ct_pool_geom *g, const float *x, float *y)
 }
 
 // dy: (n, oh, ow, c); dx: (n, h, w, c) += dy shared evenly over each window's input cells
-void ct_cpu_avgpool_backward(const ct_pool_geom *g, const float *dy, float *dx)
+void ct_cpu_avgpool_backward(const ct_window_geom *g, const float *dy, float *dx)
 {
     const int c = g->c;
 #pragma omp parallel for schedule(static)
@@ -136,3 +136,55 @@ void ct_cpu_avgpool_backward(const ct_pool_geom *g, const float *dy, float *dx)
         }
     }
 }
+
+// x: (n, h, w, c) fp32; y: (n, oh, ow, c); aux: (n, oh, ow, c) int32 argmax
+static ct_status maxpool_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
+{
+    (void)be; (void)training; (void)err;
+    ct_window_geom g = ct_layer_window(l, n);
+    ct_cpu_maxpool_forward(&g, ct_f32(l->x[0]), ct_f32(l->y), ct_i32(l->aux));
+    return CT_OK;
+}
+
+// dy, aux: (n, oh, ow, c); dx: (n, h, w, c) or NULL
+static ct_status maxpool_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
+{
+    (void)be; (void)err;
+    if (l->dx[0]) {
+        ct_window_geom g = ct_layer_window(l, n);
+        ct_cpu_maxpool_backward(&g, ct_f32(l->dy), ct_i32(l->aux), ct_f32(l->dx[0]));
+    }
+    return CT_OK;
+}
+
+// x: (n, h, w, c) fp32; y: (n, oh, ow, c)
+static ct_status avgpool_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
+{
+    (void)be; (void)training; (void)err;
+    ct_window_geom g = ct_layer_window(l, n);
+    ct_cpu_avgpool_forward(&g, ct_f32(l->x[0]), ct_f32(l->y));
+    return CT_OK;
+}
+
+// dy: (n, oh, ow, c) fp32; dx: (n, h, w, c) or NULL
+static ct_status avgpool_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
+{
+    (void)be; (void)err;
+    if (l->dx[0]) {
+        ct_window_geom g = ct_layer_window(l, n);
+        ct_cpu_avgpool_backward(&g, ct_f32(l->dy), ct_f32(l->dx[0]));
+    }
+    return CT_OK;
+}
+
+const ct_layer_ops ct_cpu_maxpool_ops = {
+    .forward = maxpool_forward,
+    .backward = maxpool_backward,
+    .workspace_bytes = NULL,
+};
+
+const ct_layer_ops ct_cpu_avgpool_ops = {
+    .forward = avgpool_forward,
+    .backward = avgpool_backward,
+    .workspace_bytes = NULL,
+};

@@ -1,8 +1,15 @@
-/* The CUDA backend's private state, shared by its files: backend_cuda.c (the vtable, memory,
- * streams, elementwise layers, loss, optimizer), cuda_blas.c (dense layers through cuBLASLt),
- * cuda_dnn.c (convolution and batch norm through cuDNN), cuda_graph.c (step capture and replay)
- * and cuda_input.c (input staging). C11 host code; kernels are reached only through
- * kernels/kernels.h. */
+/* The CUDA device's and backend's private state, shared by their files:
+ *   device.c      the device: ordinal, compute and copy streams, memory, timing marks
+ *   backend.c     the backend's ops: the layer table, workspace and scratch, step scalars,
+ *                 optimizer
+ *   loss.c        the loss and its metric accumulators
+ *   <type>.c      one layer type's forward and backward each (CT_LAYER_TYPES), with what they
+ *                 share in layer_common.h
+ *   matmul.c      cuBLASLt products with cached plans (dense.c)
+ *   dnn.c         the cuDNN handle and what conv2d.c and batchnorm.c share
+ *   capture.c     step capture and replay
+ *   input.c       input staging
+ * C11 host code; kernels are reached only through kernels/kernels.h. */
 #ifndef CT_CUDA_INTERNAL_H
 #define CT_CUDA_INTERNAL_H
 
@@ -15,23 +22,47 @@
 #include "cuda/cuda_check.h"
 
 /* cuDNN's algorithm search may use this much workspace per convolution; cuBLASLt this much per
- * matrix product. Both live in the one shared workspace (be->workspace), layers run one at a time. */
+ * matrix product. Both live in the one shared workspace, layers run one at a time. */
 #define CT_CUDNN_WORKSPACE_LIMIT ((size_t)256 << 20)
 #define CT_CUBLASLT_WORKSPACE ((size_t)32 << 20)
 
-typedef struct ct_conv_algos ct_conv_algos;     /* cuda_dnn.c: per-shape algorithm cache */
-typedef struct ct_lt_plans ct_lt_plans;         /* cuda_blas.c: per-shape matmul plans */
-typedef struct ct_graph_cache ct_graph_cache;   /* cuda_graph.c: captured steps by key */
-typedef struct ct_input_ring ct_input_ring;     /* cuda_input.c: pinned staging buffers */
+/* ---- device.c ---- */
+
+typedef struct ct_cuda_dev {
+    cudaStream_t compute;        /* every layer, the loss, the optimizer, the device's memory ops */
+    cudaStream_t copy;           /* host-to-device input copies, ordered by events */
+    cudaEvent_t marks[CT_DEVICE_MARKS];
+} ct_cuda_dev;
+
+/* The CUDA part of d; NULL when d is not a CUDA device. */
+ct_cuda_dev *ct_cuda_dev_of(ct_device *d);
+
+/* ---- dnn.c: a cache of per-shape cuDNN descriptors, entries that begin with their key ---- */
+
+typedef struct ct_dnn_cache {
+    void *items;
+    int count, cap;
+} ct_dnn_cache;
+
+/* ---- backend.c ---- */
+
+typedef struct ct_lt_plans ct_lt_plans;         /* matmul.c: per-shape matmul plans */
+typedef struct ct_graph_cache ct_graph_cache;   /* capture.c: captured steps by key */
+typedef struct ct_input_ring ct_input_ring;     /* input.c: device staging buffers */
 
 typedef struct ct_cuda {
-    int device;
-    int graphs;                  /* run_step captures */
+    ct_device *dev;              /* not owned */
+    cudaStream_t compute, copy;  /* the device's */
     int allow_tf32;
-    cudaStream_t compute;        /* every layer, the loss, the optimizer */
-    cudaStream_t copy;           /* host-to-device input copies, ordered by events */
     cublasLtHandle_t lt;
     cudnnHandle_t dnn;
+
+    /* reserve: shared by the layers (one runs at a time), and the gradient before a fused
+     * activation */
+    void *workspace;
+    size_t workspace_size;
+    float *scratch;
+    size_t scratch_size;
 
     float *loss_sum;             /* device metric accumulators */
     unsigned *correct;
@@ -48,58 +79,75 @@ typedef struct ct_cuda {
     double last_loss;
     long last_correct;
 
-    cudaEvent_t marks[CT_BACKEND_MARKS];
     unsigned *nonfinite;         /* device counter for all_finite */
 
-    ct_conv_algos *conv;
     ct_lt_plans *plans;
+    ct_dnn_cache conv;           /* conv2d.c: descriptors and measured algorithms per shape */
+    ct_dnn_cache bn;             /* batchnorm.c: descriptors per shape */
     ct_graph_cache *graph;
     ct_input_ring *input;
 } ct_cuda;
 
 static inline ct_cuda *ct_cuda_of(ct_backend *be) { return (ct_cuda *)be->impl; }
 
-/* ---- cuda_blas.c: dense layers, (n, in) x (out, in)^T, through cuBLASLt ---- */
-ct_status ct_cuda_blas_init(ct_cuda *cu, ct_err *err);
-void ct_cuda_blas_free(ct_cuda *cu);
-/* l->x[0]: (n, in); l->w: (out, in); l->b: (out) or NULL. Writes y = act(x w^T + b) with l->z the
- * pre-activation where the layer keeps one (the bias, and relu, fused as cuBLASLt epilogues). */
-ct_status ct_cuda_dense_forward(ct_backend *be, ct_layer *l, int n, ct_err *err);
-/* dz: (n, out) the gradient at the pre-activation. dx (n, in) += dz w; dw (out, in) += dz^T x;
- * db (out) += column sums of dz. */
-ct_status ct_cuda_dense_backward(ct_backend *be, ct_layer *l, const float *dz, int n, ct_err *err);
+/* ---- loss.c: the loss and its device-side metric accumulators ---- */
+ct_status ct_cuda_loss(ct_backend *be, const ct_tensor *logits, const ct_tensor *labels, ct_tensor *dlogits, int n,
+                       ct_err *err);
+ct_status ct_cuda_read_metrics(ct_backend *be, double *loss_sum, long *correct, int reset, ct_err *err);
+ct_status ct_cuda_peek_metrics(ct_backend *be, long tag, double *loss_sum, long *correct, long *tag_out,
+                               ct_err *err);
 
-/* ---- cuda_dnn.c: convolution and batch norm through cuDNN, NHWC fp32 ---- */
+/* The per-type ops of the layer table, ct_cuda_<type>_ops in engine/cuda/<type>.c. */
+#define CT_CUDA_DECLARE_OPS(upper, lower) extern const ct_layer_ops ct_cuda_##lower##_ops;
+CT_LAYER_TYPES(CT_CUDA_DECLARE_OPS)
+#undef CT_CUDA_DECLARE_OPS
+
+/* ---- matmul.c: column-major products through cuBLASLt, fp32 ---- */
+ct_status ct_cuda_matmul_init(ct_cuda *cu, ct_err *err);
+void ct_cuda_matmul_free(ct_cuda *cu);
+/* D (m x n, ld ldd) = op(A) op(B) [+ D when beta_one], column-major, with `epilogue` (bias:
+ * length m, for the bias epilogues, else NULL). *done = 0 when no algorithm runs this epilogue
+ * (the caller then does the epilogue's work itself); a plain product without one is an error. */
+ct_status ct_cuda_matmul(ct_cuda *cu, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                         const float *A, int lda, const float *B, int ldb, float *D, int ldd,
+                         cublasLtEpilogue_t epilogue, const float *bias, int beta_one, int *done, ct_err *err);
+
+/* ---- dnn.c: the cuDNN handle, and what conv2d.c and batchnorm.c share ---- */
 ct_status ct_cuda_dnn_init(ct_cuda *cu, ct_err *err);
+/* The caches' descriptors (conv2d.c, batchnorm.c), then the handle. */
 void ct_cuda_dnn_free(ct_cuda *cu);
-/* Workspace a convolution needs at batch n: its pad copies plus cuDNN's algorithm allowance. */
-size_t ct_cuda_conv_workspace(const ct_layer *l, int n);
-/* y (n, oh, ow, f) = conv(x (n, h, w, c), w (f, kh, kw, c)) + b, into l->z (the caller applies
- * the activation). The algorithm for this shape is searched once (cudnnFind, outside any capture:
- * the first run of a step is never captured) and cached. */
-ct_status ct_cuda_conv_forward(ct_backend *be, ct_layer *l, int n, ct_err *err);
-/* dz: (n, oh, ow, f). dx += , dw += , db += (dx may be NULL: the network's input). */
-ct_status ct_cuda_conv_backward(ct_backend *be, ct_layer *l, const float *dz, int n, ct_err *err);
-/* x, y: (n, h, w, c); per-channel statistics; aux keeps (mean, invstd) of the batch for backward;
- * l->state holds (running mean, running variance), updated in training as PyTorch does. */
-ct_status ct_cuda_batchnorm_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err);
-ct_status ct_cuda_batchnorm_backward(ct_backend *be, ct_layer *l, int n, ct_err *err);
+/* cuDNN's legacy descriptors index with int: 1 when a * b * c * d <= INT_MAX. */
+int ct_cuda_dnn_fits_int(size_t a, size_t b, size_t c, size_t d);
 
-/* ---- cuda_graph.c ---- */
+/* An entry of entry_size bytes whose first key_size bytes are its key (plain ints: compared as
+ * bytes). make fills a zeroed entry holding the key, from what its type passes as `how`; release
+ * frees what a (partly) made one holds. */
+typedef struct ct_dnn_entry_type {
+    size_t entry_size, key_size;
+    ct_status (*make)(ct_cuda *cu, const void *how, void *entry, ct_err *err);
+    void (*release)(void *entry);
+} ct_dnn_entry_type;
+/* The entry of c for key, made on a miss; valid until the next call on c. */
+ct_status ct_cuda_dnn_cache_get(ct_cuda *cu, ct_dnn_cache *c, const ct_dnn_entry_type *t, const void *key,
+                                const void *how, void **out, ct_err *err);
+void ct_cuda_dnn_cache_free(ct_dnn_cache *c, const ct_dnn_entry_type *t);
+/* Each type's cache, released (conv2d.c, batchnorm.c). */
+void ct_cuda_conv_cache_free(ct_cuda *cu);
+void ct_cuda_bn_cache_free(ct_cuda *cu);
+
+/* ---- capture.c ---- */
 ct_status ct_cuda_graph_init(ct_cuda *cu, ct_err *err);
 void ct_cuda_graph_free(ct_cuda *cu);
+/* Drops every captured step (they hold the addresses of buffers a rebind replaces). */
+void ct_cuda_graph_reset(ct_cuda *cu);
 ct_status ct_cuda_run_step(ct_backend *be, int key, ct_step_fn fn, void *ctx, ct_err *err);
 
-/* ---- cuda_input.c ---- */
+/* ---- input.c ---- */
 void ct_cuda_input_free(ct_cuda *cu);
-ct_status ct_cuda_input_reserve(ct_backend *be, size_t x_bytes, size_t y_bytes, ct_err *err);
-ct_status ct_cuda_input_host(ct_backend *be, float **host_x, int32_t **host_y, ct_err *err);
-ct_status ct_cuda_input_commit(ct_backend *be, float *dst_x, int32_t *dst_y, size_t x_bytes, size_t y_bytes,
-                               ct_err *err);
-void *ct_cuda_host_alloc(ct_backend *be, size_t bytes);
-void ct_cuda_host_free(ct_backend *be, void *ptr);
-ct_status ct_cuda_input_submit(ct_backend *be, const ct_input_batch *b, float *dst_x, int32_t *dst_y, long *ticket,
-                               ct_err *err);
+/* Device staging for batches of up to x_bytes and y_bytes; frees an earlier one. */
+ct_status ct_cuda_input_reserve(ct_cuda *cu, size_t x_bytes, size_t y_bytes, ct_err *err);
+ct_status ct_cuda_input_submit(ct_backend *be, const ct_input_batch *b, ct_tensor *x, ct_tensor *labels,
+                               long *ticket, ct_err *err);
 ct_status ct_cuda_input_wait(ct_backend *be, long ticket, ct_err *err);
 
 #endif

@@ -2,7 +2,7 @@
  * algorithm search and cuBLASLt's plans happen outside any capture; the second is captured as a
  * CUDA graph on the compute stream, and every later one replays it with one launch. The captured
  * kernels read this step's scalars (learning rate, dropout seed) from device memory that set_step
- * rewrites before each launch, and its inputs from the network's fixed input buffers. */
+ * rewrites before each launch, and its inputs from the network's fixed input tensors. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -31,13 +31,20 @@ ct_status ct_cuda_graph_init(ct_cuda *cu, ct_err *err)
     return CT_OK;
 }
 
-void ct_cuda_graph_free(ct_cuda *cu)
+/* Teardown: nothing useful to do with a failure while releasing. */
+void ct_cuda_graph_reset(ct_cuda *cu)
 {
     if (!cu->graph)
         return;
     for (int i = 0; i < cu->graph->count; i++)
         if (cu->graph->entries[i].exec)
             cudaGraphExecDestroy(cu->graph->entries[i].exec);
+    *cu->graph = (ct_graph_cache){0};
+}
+
+void ct_cuda_graph_free(ct_cuda *cu)
+{
+    ct_cuda_graph_reset(cu);
     free(cu->graph);
     cu->graph = NULL;
 }
@@ -102,7 +109,7 @@ ct_status ct_cuda_run_step(ct_backend *be, int key, ct_step_fn fn, void *ctx, ct
         ct_err why = {0};
         if (capture(cu, e, fn, ctx, &why) != CT_OK) {
             /* keep training without graphs rather than stop: say why, once */
-            be->graphs = cu->graphs = 0;
+            be->graphs = 0;
             snprintf(be->note, sizeof be->note, "CUDA graph capture failed, running without graphs: %.190s", why.msg);
             return fn(ctx, err);
         }

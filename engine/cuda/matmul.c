@@ -1,28 +1,5 @@
-/* Dense layers on the CUDA backend through cuBLASLt, fp32 throughout.
- *
- * Layout. Every buffer is row-major in PyTorch's layout: x (n, in), w (out, in), b (out),
- * y (n, out). cuBLASLt is column-major, and a row-major (r, c) buffer with leading dimension c is
- * the column-major (c, r) matrix with the same leading dimension: the buffer of A is read as A^T.
- * So, with X = x^T (in x n, ld in), W' = w^T (in x out, ld in), Y = y^T (out x n, ld out) the
- * column-major views of the buffers, each product is (D = op(A) op(B), m x n x k in cuBLASLt's
- * names; a layout describes the matrix as stored, before its op):
- *
- *   forward  y = x w^T        y^T (out x n)  = op(W') X            A = w,  T, stored (in, out), ld in
- *                             m = out, n = n, k = in               B = x,  N, stored (in, n),   ld in
- *                                                                  D = y,     (out, n),         ld out
- *   backward dx = dz w        dx^T (in x n)  = W' dz^T             A = w,  N, stored (in, out), ld in
- *                             m = in, n = n, k = out               B = dz, N, stored (out, n),  ld out
- *                                                                  D = dx,    (in, n),          ld in
- *   backward dw = dz^T x      dw^T (in x out) = X op(dz^T)         A = x,  N, stored (in, n),   ld in
- *                             m = in, n = out, k = n               B = dz, T, stored (out, n),  ld out
- *                                                                  D = dw,    (in, out),        ld in
- *
- * The forward's D has `out` rows, which is what the bias epilogues want: "Bias vector length must
- * match matrix D rows count" (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER), and the bias is
- * "broadcasted to all columns", i.e. to every sample. The backward products accumulate (beta = 1,
- * C == D with the same layout: cuBLASLt's in-place form), as gradients add up across the layers
- * that read a tensor. db is a column sum of dz by a kernel: the BGRADB epilogue overwrites db
- * instead of adding to it.
+/* Column-major matrix products through cuBLASLt, fp32 throughout (dense.c says how the layers'
+ * row-major tensors map onto them).
  *
  * Plans. Building a matmul (descriptor, three layouts, heuristic query) is host work that must
  * not happen inside a CUDA graph capture and should not happen every step, so each distinct
@@ -242,23 +219,20 @@ static ct_status plan_get(ct_cuda *cu, const lt_key *key, const void *bias, lt_p
 }
 
 /* Bytes of the shared workspace cuBLASLt may use: it wants a 256-byte aligned pointer
- * (cudaMalloc's are), and CT_CUBLASLT_WORKSPACE at most, the amount the network reserved. */
-static size_t lt_workspace(const ct_backend *be)
+ * (cudaMalloc's are), and CT_CUBLASLT_WORKSPACE at most, the amount dense layers ask reserve for. */
+static size_t lt_workspace(const ct_cuda *cu)
 {
-    if (!be->workspace || (uintptr_t)be->workspace % 256 != 0)
+    if (!cu->workspace || (uintptr_t)cu->workspace % 256 != 0)
         return 0;
-    return be->workspace_size < CT_CUBLASLT_WORKSPACE ? be->workspace_size : CT_CUBLASLT_WORKSPACE;
+    return cu->workspace_size < CT_CUBLASLT_WORKSPACE ? cu->workspace_size : CT_CUBLASLT_WORKSPACE;
 }
 
-/* D (m x n, ld ldd) = op(A) op(B) [+ D when beta_one], column-major, with `epilogue` (bias:
- * length m, for the bias epilogues, else NULL). *done = 0 when no algorithm runs this epilogue
- * (the caller then does the epilogue's work itself); a plain product without one is an error. */
-static ct_status lt_matmul(ct_backend *be, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
-                           const float *A, int lda, const float *B, int ldb, float *D, int ldd,
-                           cublasLtEpilogue_t epilogue, const float *bias, int beta_one, int *done, ct_err *err)
+// A, B, D: column-major fp32 as the key's sizes and leading dimensions say; bias: (m) or NULL
+ct_status ct_cuda_matmul(ct_cuda *cu, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                         const float *A, int lda, const float *B, int ldb, float *D, int ldd,
+                         cublasLtEpilogue_t epilogue, const float *bias, int beta_one, int *done, ct_err *err)
 {
-    ct_cuda *cu = ct_cuda_of(be);
-    size_t workspace = lt_workspace(be);
+    size_t workspace = lt_workspace(cu);
     lt_key key;
     memset(&key, 0, sizeof key);
     key.transa = (int32_t)transa;
@@ -301,7 +275,7 @@ static ct_status lt_matmul(ct_backend *be, cublasOperation_t transa, cublasOpera
     /* C == D with one layout: in place, which beta = 1 accumulates into; with beta = 0 C is
      * not read. The workspace is passed per call, which keeps the call capturable. */
     CT_CUBLAS_CHECK(cublasLtMatmul(cu->lt, p->desc, &alpha, A, p->a, B, p->b, &beta, D, p->c, D, p->c, &p->algo,
-                                   workspace ? be->workspace : NULL, workspace, cu->compute),
+                                   workspace ? cu->workspace : NULL, workspace, cu->compute),
                     err);
     *done = 1;
     return CT_OK;
@@ -309,7 +283,7 @@ static ct_status lt_matmul(ct_backend *be, cublasOperation_t transa, cublasOpera
 
 /* ---- setup ---- */
 
-ct_status ct_cuda_blas_init(ct_cuda *cu, ct_err *err)
+ct_status ct_cuda_matmul_init(ct_cuda *cu, ct_err *err)
 {
     cu->lt = NULL;
     cu->plans = NULL;
@@ -325,7 +299,7 @@ ct_status ct_cuda_blas_init(ct_cuda *cu, ct_err *err)
     return CT_OK;
 }
 
-void ct_cuda_blas_free(ct_cuda *cu)
+void ct_cuda_matmul_free(ct_cuda *cu)
 {
     if (!cu)
         return;
@@ -340,129 +314,4 @@ void ct_cuda_blas_free(ct_cuda *cu)
         (void)cublasLtDestroy(cu->lt);  /* teardown: nothing to do with a failure */
         cu->lt = NULL;
     }
-}
-
-/* ---- dense layers ---- */
-
-static const char *layer_name(const ct_layer *l)
-{
-    return l->cfg ? l->cfg->name : "dense";
-}
-
-/* Prefixes the message a failure left in err with the layer's name. */
-static ct_status name_layer(const ct_layer *l, ct_status st, ct_err *err)
-{
-    if (!err)
-        return st;
-    char msg[sizeof err->msg];
-    memcpy(msg, err->msg, sizeof msg);
-    msg[sizeof msg - 1] = '\0';
-    return ct_fail(err, st, "[%s] %s", layer_name(l), msg);
-}
-
-/* Checks shared by forward and backward; *in, *out: the layer's widths. */
-static ct_status dense_check(const ct_layer *l, int n, int *in, int *out, ct_err *err)
-{
-    if (l->dtype != CT_DTYPE_F32)
-        return ct_fail(err, CT_ERR_BACKEND, "the CUDA dense layer runs in fp32 only (this layer's tensors have "
-                                            "dtype %d)", (int)l->dtype);
-    if (n < 0)
-        return ct_fail(err, CT_ERR_INTERNAL, "negative batch size %d", n);
-    size_t width = ct_shape_size(l->in_shape);
-    if (width == 0 || width > INT32_MAX || l->out.c <= 0)
-        return ct_fail(err, CT_ERR_INTERNAL, "bad dense shape (%zu inputs, %d units)", width, l->out.c);
-    if (!l->x[0] || !l->w || !l->y)
-        return ct_fail(err, CT_ERR_INTERNAL, "dense buffers are not bound");
-    *in = (int)width;
-    *out = l->out.c;
-    return CT_OK;
-}
-
-/* x (n, in), w (out, in), b (out) or NULL -> y (n, out) = act(x w^T + b), z (n, out) = x w^T + b
- * when the layer keeps it.
- *   relu:           RELU_BIAS (or RELU) epilogue straight into y; z is not written (the
- *                   backward of relu reads y).
- *   linear:         BIAS (or DEFAULT) into y (z is y).
- *   other:          BIAS (or DEFAULT) into z, then y = act(z) by a kernel.
- * Should no algorithm take the bias epilogue (a misaligned bias), the product runs plain and one
- * kernel adds the bias (and relu) in place. */
-static ct_status dense_forward(ct_backend *be, ct_layer *l, int n, ct_err *err)
-{
-    int in = 0, out = 0;
-    ct_status st = dense_check(l, n, &in, &out, err);
-    if (st != CT_OK || n == 0)
-        return st;
-    ct_cuda *cu = ct_cuda_of(be);
-    int relu = l->act == CT_ACT_RELU;
-    int fused = relu || l->act == CT_ACT_LINEAR;   /* y comes straight from the epilogue */
-    float *dst = fused ? l->y : l->z;
-    if (!dst)
-        return ct_fail(err, CT_ERR_INTERNAL, "dense pre-activation buffer is not bound");
-    const float *bias = l->b;
-    cublasLtEpilogue_t epilogue = relu ? (bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
-                                       : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
-
-    /* y^T (out x n) = op(w^T) x^T: A = w stored (in, out) transposed, B = x stored (in, n). */
-    int done = 0;
-    st = lt_matmul(be, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, l->w, in, l->x[0], in, dst, out, epilogue,
-                   bias, 0, &done, err);
-    if (st != CT_OK)
-        return st;
-    if (!done) {
-        st = lt_matmul(be, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, l->w, in, l->x[0], in, dst, out,
-                       CUBLASLT_EPILOGUE_DEFAULT, NULL, 0, &done, err);
-        if (st != CT_OK)
-            return st;
-        CT_CUDA_CHECK(ct_launch_bias_activation_forward(dst, bias, (long)n, out, relu ? CT_ACT_RELU : CT_ACT_LINEAR,
-                                                        cu->compute),
-                      err);
-    }
-    if (!fused)
-        CT_CUDA_CHECK(ct_launch_activation_forward(l->z, l->y, (long)n * out, (int)l->act, cu->compute), err);
-    return CT_OK;
-}
-
-/* dz (n, out): the gradient at the pre-activation (the caller applied act').
- *   dx (n, in)   += dz w      when the producer wants it (l->dx[0]; NULL for the data input)
- *   dw (out, in) += dz^T x
- *   db (out)     += column sums of dz */
-static ct_status dense_backward(ct_backend *be, ct_layer *l, const float *dz, int n, ct_err *err)
-{
-    int in = 0, out = 0;
-    ct_status st = dense_check(l, n, &in, &out, err);
-    if (st != CT_OK || n == 0)
-        return st;
-    if (!dz)
-        return ct_fail(err, CT_ERR_INTERNAL, "no gradient given to the dense backward");
-    ct_cuda *cu = ct_cuda_of(be);
-    int done = 0;
-    if (l->dx[0]) {
-        /* dx^T (in x n) += w^T dz^T: A = w stored (in, out), B = dz stored (out, n). */
-        st = lt_matmul(be, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, l->w, in, dz, out, l->dx[0], in,
-                       CUBLASLT_EPILOGUE_DEFAULT, NULL, 1, &done, err);
-        if (st != CT_OK)
-            return st;
-    }
-    if (l->dw) {
-        /* dw^T (in x out) += x^T op(dz^T): A = x stored (in, n), B = dz stored (out, n) transposed. */
-        st = lt_matmul(be, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, l->x[0], in, dz, out, l->dw, in,
-                       CUBLASLT_EPILOGUE_DEFAULT, NULL, 1, &done, err);
-        if (st != CT_OK)
-            return st;
-    }
-    if (l->b && l->db)
-        CT_CUDA_CHECK(ct_launch_column_sums(dz, l->db, (long)n, out, cu->compute), err);
-    return CT_OK;
-}
-
-ct_status ct_cuda_dense_forward(ct_backend *be, ct_layer *l, int n, ct_err *err)
-{
-    ct_status st = dense_forward(be, l, n, err);
-    return st == CT_OK ? CT_OK : name_layer(l, st, err);
-}
-
-ct_status ct_cuda_dense_backward(ct_backend *be, ct_layer *l, const float *dz, int n, ct_err *err)
-{
-    ct_status st = dense_backward(be, l, dz, n, err);
-    return st == CT_OK ? CT_OK : name_layer(l, st, err);
 }

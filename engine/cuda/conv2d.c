@@ -1,7 +1,6 @@
-/* Convolution and batch normalisation through cuDNN's descriptor API, NHWC fp32.
- *
- * Convolution: activations (n, h, w, c), filters (f, kh, kw, c) (cuDNN's NHWC filter format, KRSC),
- * bias (f). The algorithms of each direction are measured once per shape with the non-Ex
+/* Convolution through cuDNN's descriptor API, NHWC fp32: activations (n, h, w, c), filters
+ * (f, kh, kw, c) (cuDNN's NHWC filter format, KRSC), bias (f), and the fused activation after it.
+ * The algorithms of each direction are measured once per shape with the non-Ex
  * cudnnFind* calls, which run on buffers of their own (so a search never overwrites the gradients
  * we accumulate into), and cached with the descriptors they were measured with: a step only looks
  * its shape up, enqueues and returns, without allocating or waiting.
@@ -11,23 +10,16 @@
  * column appended ((n, h + extra_h, w + extra_w, c), in the shared workspace) under the symmetric
  * padding (pad_t, pad_l); its input gradient comes out at the padded size and is cropped back.
  *
- * Shared workspace of a convolution at batch n (be->workspace):
+ * Shared workspace of a convolution at batch n (the backend's, from reserve):
  *   [ padded x | padded dx ]  only when an extra row or column is needed, each rounded to 256 bytes
- *   [ cuDNN algorithm workspace, up to CT_CUDNN_WORKSPACE_LIMIT ]
- *
- * Batch norm: spatial (per channel over n*h*w) in CUDNN_BATCHNORM_SPATIAL, not the faster
- * SPATIAL_PERSISTENT, which cudnn_ops.h says "imposes some limits on the range of values" and
- * PyTorch's cuDNN batch norm notes loses accuracy with. aux keeps the batch (mean[c], invstd[c]) as
- * the CPU backend does; state keeps (running mean[c], running var[c]). */
-#include <limits.h>
-#include <stdlib.h>
+ *   [ cuDNN algorithm workspace, up to CT_CUDNN_WORKSPACE_LIMIT ] */
 #include <string.h>
 
-#include "cuda/cuda_internal.h"
+#include "cuda/layer_common.h"
 
 /* ---- the per-shape caches ---- */
 
-/* What fixes a convolution's descriptors and algorithms. */
+/* What fixes a convolution's descriptors and algorithms (ints only: the cache compares bytes). */
 typedef struct conv_key {
     int n, h, w, c, f, kh, kw, stride, pad_t, pad_l, extra_h, extra_w;
 } conv_key;
@@ -48,19 +40,6 @@ typedef struct conv_entry {
     cudnnConvolutionDescriptor_t conv_fwd, conv_bwd_data, conv_bwd_filter;
     conv_choice fwd, bwd_data, bwd_filter;
 } conv_entry;
-
-typedef struct bn_entry {
-    int n, h, w, c;
-    cudnnTensorDescriptor_t x;       /* (n, h, w, c): x, y, dy, dx */
-    cudnnTensorDescriptor_t param;   /* (1, c, 1, 1): gamma, beta, means, variances */
-} bn_entry;
-
-struct ct_conv_algos {
-    conv_entry *conv;
-    int n_conv, cap_conv;
-    bn_entry *bn;
-    int n_bn, cap_bn;
-};
 
 /* ---- geometry ---- */
 
@@ -84,12 +63,12 @@ static conv_geom conv_geometry(const ct_layer *l, int n)
 {
     conv_geom g;
     memset(&g, 0, sizeof g);
-    g.key = (conv_key){n, l->in_shape.h, l->in_shape.w, l->in_shape.c, l->out.c, l->kh, l->kw, l->stride,
-                       l->pad_t, l->pad_l, 0, 0};
-    g.oh = l->out.h;
-    g.ow = l->out.w;
-    g.key.extra_h = max_int(0, (g.oh - 1) * l->stride + l->kh - g.key.h - 2 * l->pad_t);
-    g.key.extra_w = max_int(0, (g.ow - 1) * l->stride + l->kw - g.key.w - 2 * l->pad_l);
+    ct_window_geom d = ct_layer_window(l, n);
+    g.key = (conv_key){d.n, d.h, d.w, d.c, d.f, d.kh, d.kw, d.stride, d.pad_t, d.pad_l, 0, 0};
+    g.oh = d.oh;
+    g.ow = d.ow;
+    g.key.extra_h = max_int(0, (d.oh - 1) * d.stride + d.kh - d.h - 2 * d.pad_t);
+    g.key.extra_w = max_int(0, (d.ow - 1) * d.stride + d.kw - d.w - 2 * d.pad_l);
     g.hp = g.key.h + g.key.extra_h;
     g.wp = g.key.w + g.key.extra_w;
     if (g.key.extra_h || g.key.extra_w)
@@ -98,45 +77,11 @@ static conv_geom conv_geometry(const ct_layer *l, int n)
 }
 
 // bytes: 2 padded (n, h + extra_h, w + extra_w, c) fp32 copies when needed, then the algorithms'
-size_t ct_cuda_conv_workspace(const ct_layer *l, int n)
+static size_t conv_workspace(ct_backend *be, const ct_layer *l, int n)
 {
-    if (l->type != CT_LAYER_CONV2D)
-        return 0;
+    (void)be;
     conv_geom g = conv_geometry(l, n);
     return 2 * g.pad_bytes + CT_CUDNN_WORKSPACE_LIMIT;
-}
-
-/* ---- errors ---- */
-
-/* Prefixes the message already in err with the layer's name. */
-static ct_status in_layer(ct_err *err, const ct_layer *l, ct_status st)
-{
-    if (st == CT_OK || !err)
-        return st;
-    char msg[sizeof err->msg];
-    memcpy(msg, err->msg, sizeof msg);
-    msg[sizeof msg - 1] = '\0';
-    return ct_fail(err, st, "[%s] %s", l->cfg->name, msg);
-}
-
-/* cuDNN's legacy descriptors index with int: a * b * c * d <= INT_MAX, checked a step at a time. */
-static int fits_int(size_t a, size_t b, size_t c, size_t d)
-{
-    size_t dims[4] = {a, b, c, d}, total = 1;
-    for (int i = 0; i < 4; i++) {
-        if (dims[i] != 0 && total > (size_t)INT_MAX / dims[i])
-            return 0;
-        total *= dims[i];
-    }
-    return 1;
-}
-
-static ct_status check_fp32(const ct_layer *l, ct_err *err)
-{
-    if (l->dtype != CT_DTYPE_F32)
-        return ct_fail(err, CT_ERR_BACKEND, "cuDNN %s runs fp32 tensors only (this layer's are fp16)",
-                       l->type == CT_LAYER_CONV2D ? "convolution" : "batch norm");
-    return CT_OK;
 }
 
 /* The algorithm search allocates and synchronises, which a CUDA graph capture forbids; the first
@@ -155,21 +100,9 @@ static ct_status ready_to_search(ct_cuda *cu, ct_err *err)
     return CT_OK;
 }
 
-/* ---- handle and caches ---- */
-
-ct_status ct_cuda_dnn_init(ct_cuda *cu, ct_err *err)
+static void conv_entry_destroy(void *entry)
 {
-    cu->conv = calloc(1, sizeof *cu->conv);
-    if (!cu->conv)
-        return ct_fail(err, CT_ERR_NOMEM, "out of memory creating the cuDNN caches");
-    CT_CUDNN_CHECK(cudnnCreate(&cu->dnn), err);
-    /* every cuDNN call then enqueues on the compute stream, in order with our kernels */
-    CT_CUDNN_CHECK(cudnnSetStream(cu->dnn, cu->compute), err);
-    return CT_OK;
-}
-
-static void conv_entry_destroy(conv_entry *e)
-{
+    conv_entry *e = entry;
     /* nothing useful to do with a failure while releasing */
     if (e->x) cudnnDestroyTensorDescriptor(e->x);
     if (e->y) cudnnDestroyTensorDescriptor(e->y);
@@ -180,54 +113,8 @@ static void conv_entry_destroy(conv_entry *e)
     memset(e, 0, sizeof *e);
 }
 
-static void bn_entry_destroy(bn_entry *e)
-{
-    if (e->x) cudnnDestroyTensorDescriptor(e->x);
-    if (e->param) cudnnDestroyTensorDescriptor(e->param);
-    memset(e, 0, sizeof *e);
-}
-
-void ct_cuda_dnn_free(ct_cuda *cu)
-{
-    ct_conv_algos *a = cu->conv;
-    if (a) {
-        for (int i = 0; i < a->n_conv; i++)
-            conv_entry_destroy(&a->conv[i]);
-        for (int i = 0; i < a->n_bn; i++)
-            bn_entry_destroy(&a->bn[i]);
-        free(a->conv);
-        free(a->bn);
-        free(a);
-        cu->conv = NULL;
-    }
-    if (cu->dnn) {
-        cudnnDestroy(cu->dnn);
-        cu->dnn = NULL;
-    }
-}
-
-/* Room for one more element in a growable array of `size`-byte elements. */
-static ct_status grow(void **items, int *cap, int count, size_t size, ct_err *err)
-{
-    if (count < *cap)
-        return CT_OK;
-    int want = *cap ? 2 * *cap : 8;
-    void *p = realloc(*items, (size_t)want * size);
-    if (!p)
-        return ct_fail(err, CT_ERR_NOMEM, "out of memory growing the cuDNN caches");
-    *items = p;
-    *cap = want;
-    return CT_OK;
-}
 
 /* ---- convolution descriptors and algorithm search ---- */
-
-static int same_key(const conv_key *a, const conv_key *b)
-{
-    return a->n == b->n && a->h == b->h && a->w == b->w && a->c == b->c && a->f == b->f && a->kh == b->kh &&
-           a->kw == b->kw && a->stride == b->stride && a->pad_t == b->pad_t && a->pad_l == b->pad_l &&
-           a->extra_h == b->extra_h && a->extra_w == b->extra_w;
-}
 
 /* fp32 math without TF32 (CUDNN_FMA_MATH) unless TF32 is allowed, as PyTorch's
  * torch.backends.cudnn.allow_tf32 does: with CUDNN_DEFAULT_MATH the search may also pick tensor-op
@@ -248,11 +135,13 @@ static ct_status make_conv_descriptor(ct_cuda *cu, const conv_geom *g, cudnnConv
     return CT_OK;
 }
 
-// e: zeroed; fills its descriptors for geometry g (x (n, hp, wp, c), w (f, kh, kw, c), y (n, oh, ow, f))
-static ct_status conv_entry_init(ct_cuda *cu, const conv_geom *g, conv_entry *e, ct_err *err)
+// entry: zeroed but for its key; fills its descriptors for the conv_geom `how` (x (n, hp, wp, c),
+// w (f, kh, kw, c), y (n, oh, ow, f))
+static ct_status conv_entry_make(ct_cuda *cu, const void *how, void *entry, ct_err *err)
 {
-    const conv_key *k = &g->key;
-    e->key = *k;
+    const conv_geom *g = how;
+    conv_entry *e = entry;
+    const conv_key *k = &e->key;
     CT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->x), err);
     CT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, k->n, k->c, g->hp, g->wp),
                    err);
@@ -281,29 +170,18 @@ static ct_status conv_entry_init(ct_cuda *cu, const conv_geom *g, conv_entry *e,
     return CT_OK;
 }
 
+static const ct_dnn_entry_type conv_entries = {sizeof(conv_entry), sizeof(conv_key), conv_entry_make,
+                                               conv_entry_destroy};
+
+void ct_cuda_conv_cache_free(ct_cuda *cu) { ct_cuda_dnn_cache_free(&cu->conv, &conv_entries); }
+
 /* The cached entry for the layer's shape at batch n, created (descriptors only) on a miss. */
 static ct_status conv_entry_get(ct_cuda *cu, const conv_geom *g, conv_entry **out, ct_err *err)
 {
-    ct_conv_algos *a = cu->conv;
-    for (int i = 0; i < a->n_conv; i++) {
-        if (same_key(&a->conv[i].key, &g->key)) {
-            *out = &a->conv[i];
-            return CT_OK;
-        }
-    }
-    ct_status st = grow((void **)&a->conv, &a->cap_conv, a->n_conv, sizeof *a->conv, err);
-    if (st != CT_OK)
-        return st;
-    conv_entry e;
-    memset(&e, 0, sizeof e);
-    st = conv_entry_init(cu, g, &e, err);
-    if (st != CT_OK) {
-        conv_entry_destroy(&e);
-        return st;
-    }
-    a->conv[a->n_conv] = e;
-    *out = &a->conv[a->n_conv++];
-    return CT_OK;
+    void *e = NULL;
+    ct_status st = ct_cuda_dnn_cache_get(cu, &cu->conv, &conv_entries, &g->key, g, &e, err);
+    *out = e;
+    return st;
 }
 
 /* Whether a measured result is one we may run: it ran, fits the algorithm workspace, gives the
@@ -425,30 +303,24 @@ typedef struct conv_run {
 static ct_status conv_prepare(ct_backend *be, const ct_layer *l, int n, conv_run *r, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
-    ct_status st = check_fp32(l, err);
-    if (st != CT_OK)
-        return st;
-    if (l->type != CT_LAYER_CONV2D)
-        return ct_fail(err, CT_ERR_INTERNAL, "the cuDNN convolution was called for a %s layer",
-                       ct_layer_type_name(l->type));
     r->g = conv_geometry(l, n);
     const conv_geom *g = &r->g;
-    if (!fits_int((size_t)n, (size_t)g->hp, (size_t)g->wp, (size_t)g->key.c) ||
-        !fits_int((size_t)n, (size_t)g->oh, (size_t)g->ow, (size_t)g->key.f))
+    if (!ct_cuda_dnn_fits_int((size_t)n, (size_t)g->hp, (size_t)g->wp, (size_t)g->key.c) ||
+        !ct_cuda_dnn_fits_int((size_t)n, (size_t)g->oh, (size_t)g->ow, (size_t)g->key.f))
         return ct_fail(err, CT_ERR_BACKEND,
                        "a batch of %d is too large for cuDNN's 32-bit tensor indexing in this layer", n);
     size_t pads = 2 * g->pad_bytes;
-    if (!be->workspace || be->workspace_size < pads)
+    if (!cu->workspace || cu->workspace_size < pads)
         return ct_fail(err, CT_ERR_INTERNAL, "the shared workspace (%zu bytes) is smaller than the %zu bytes of pad "
-                       "buffers this convolution needs", be->workspace_size, pads);
-    r->xp = g->pad_bytes ? (float *)be->workspace : NULL;
-    r->dxp = g->pad_bytes ? (float *)((char *)be->workspace + g->pad_bytes) : NULL;
-    r->algo_ws = (char *)be->workspace + pads;
-    r->algo_ws_bytes = be->workspace_size - pads;
+                       "buffers this convolution needs", cu->workspace_size, pads);
+    r->xp = g->pad_bytes ? (float *)cu->workspace : NULL;
+    r->dxp = g->pad_bytes ? (float *)((char *)cu->workspace + g->pad_bytes) : NULL;
+    r->algo_ws = (char *)cu->workspace + pads;
+    r->algo_ws_bytes = cu->workspace_size - pads;
     return conv_entry_get(cu, g, &r->e, err);
 }
 
-/* The search's workspace allowance: the shared workspace is sized from ct_cuda_conv_workspace, so
+/* The search's workspace allowance: the shared workspace is sized from conv_workspace, so
  * this is CT_CUDNN_WORKSPACE_LIMIT unless the network sized it otherwise. */
 static size_t search_limit(const conv_run *r)
 {
@@ -456,7 +328,7 @@ static size_t search_limit(const conv_run *r)
 }
 
 /* A cached choice is run only where its workspace fits (it always does when the network sized
- * the workspace from ct_cuda_conv_workspace). */
+ * the workspace from conv_workspace). */
 static ct_status check_fits(const conv_run *r, const conv_choice *c, ct_err *err)
 {
     if (c->bytes > r->algo_ws_bytes)
@@ -486,41 +358,37 @@ static ct_status conv_forward(ct_backend *be, ct_layer *l, int n, ct_err *err)
         return st;
 
     const conv_geom *g = &r.g;
-    const float *x = l->x[0];
+    const float *x = ct_f32(l->x[0]);
     if (r.xp) {
         CT_CUDA_CHECK(ct_launch_pad_nhwc(x, r.xp, n, g->key.h, g->key.w, g->key.c, g->hp, g->wp, cu->compute), err);
         x = r.xp;
     }
+    float *z = ct_f32(l->z);
     const float one = 1.0f, zero = 0.0f;
-    CT_CUDNN_CHECK(cudnnConvolutionForward(cu->dnn, &one, e->x, x, e->w, l->w, e->conv_fwd,
+    CT_CUDNN_CHECK(cudnnConvolutionForward(cu->dnn, &one, e->x, x, e->w, ct_f32(l->w), e->conv_fwd,
                                            (cudnnConvolutionFwdAlgo_t)e->fwd.algo, r.algo_ws, e->fwd.bytes, &zero,
-                                           e->y, l->z), err);
+                                           e->y, z), err);
     if (l->b)
-        CT_CUDA_CHECK(ct_launch_bias_activation_forward(l->z, l->b, (long)n * g->oh * g->ow, g->key.f,
+        CT_CUDA_CHECK(ct_launch_bias_activation_forward(z, ct_f32(l->b), (long)n * g->oh * g->ow, g->key.f,
                                                         (int)CT_ACT_LINEAR, cu->compute), err);
-    return CT_OK;
+    return ct_cuda_apply_activation(be, l, n, err);
 }
 
-// x: (n, h, w, c) fp32 -> z: (n, oh, ow, f); failures name the layer
-ct_status ct_cuda_conv_forward(ct_backend *be, ct_layer *l, int n, ct_err *err)
-{
-    if (n == 0)
-        return CT_OK;
-    return in_layer(err, l, n < 0 ? ct_fail(err, CT_ERR_INTERNAL, "negative batch %d", n) : conv_forward(be, l, n, err));
-}
-
-// dz: (n, oh, ow, f); x: (n, h, w, c); dx: like x or NULL, += ; dw: (f, kh, kw, c) or NULL, += ;
-// db: (f) or NULL, += column sums of dz
-static ct_status conv_backward(ct_backend *be, ct_layer *l, const float *dz, int n, ct_err *err)
+// dy: (n, oh, ow, f) -> dz, act' applied; x: (n, h, w, c); dx: like x or NULL, += ;
+// dw: (f, kh, kw, c) or NULL, += ; db: (f) or NULL, += column sums of dz
+static ct_status conv_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
-    float *dx = l->dx[0];
+    float *dx = ct_f32(l->dx[0]), *dw = ct_f32(l->dw), *db = ct_f32(l->db);
+    const float *w = ct_f32(l->w), *dz = NULL;
     conv_run r;
-    ct_status st = conv_prepare(be, l, n, &r, err);
+    ct_status st = ct_cuda_preactivation_grad(be, l, n, &dz, err);
+    if (st == CT_OK)
+        st = conv_prepare(be, l, n, &r, err);
     if (st != CT_OK)
         return st;
     conv_entry *e = r.e;
-    int need_filter = l->dw != NULL, need_data = dx != NULL;
+    int need_filter = dw != NULL, need_data = dx != NULL;
     if ((need_filter && !e->bwd_filter.ready) || (need_data && !e->bwd_data.ready)) {
         st = ready_to_search(cu, err);
         if (st == CT_OK && need_filter && !e->bwd_filter.ready)
@@ -535,14 +403,14 @@ static ct_status conv_backward(ct_backend *be, ct_layer *l, const float *dz, int
     const float one = 1.0f, zero = 0.0f;
     /* rows = n * oh * ow and few columns: the two-pass sum, its partials in the algorithm
      * workspace, which nothing else uses at this point of the stream */
-    if (l->db)
-        CT_CUDA_CHECK(ct_launch_column_sums_tall(dz, l->db, (long)n * g->oh * g->ow, g->key.f, r.algo_ws,
+    if (db)
+        CT_CUDA_CHECK(ct_launch_column_sums_tall(dz, db, (long)n * g->oh * g->ow, g->key.f, r.algo_ws,
                                                  r.algo_ws_bytes, cu->compute), err);
     if (need_filter) {
         st = check_fits(&r, &e->bwd_filter, err);
         if (st != CT_OK)
             return st;
-        const float *x = l->x[0];
+        const float *x = ct_f32(l->x[0]);
         if (r.xp) {
             /* the forward's padded copy is gone: the workspace is shared by every layer */
             CT_CUDA_CHECK(ct_launch_pad_nhwc(x, r.xp, n, g->key.h, g->key.w, g->key.c, g->hp, g->wp, cu->compute),
@@ -551,7 +419,7 @@ static ct_status conv_backward(ct_backend *be, ct_layer *l, const float *dz, int
         }
         CT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->dnn, &one, e->x, x, e->y, dz, e->conv_bwd_filter,
                                                       (cudnnConvolutionBwdFilterAlgo_t)e->bwd_filter.algo, r.algo_ws,
-                                                      e->bwd_filter.bytes, &one, e->w, l->dw), err);
+                                                      e->bwd_filter.bytes, &one, e->w, dw), err);
     }
     if (need_data) {
         st = check_fits(&r, &e->bwd_data, err);
@@ -560,7 +428,7 @@ static ct_status conv_backward(ct_backend *be, ct_layer *l, const float *dz, int
         /* straight into dx (beta 1 accumulates); with padding, into the padded copy (beta 0
          * overwrites whatever the workspace held) and then the in-bounds part is added to dx */
         float *target = r.dxp ? r.dxp : dx;
-        CT_CUDNN_CHECK(cudnnConvolutionBackwardData(cu->dnn, &one, e->w, l->w, e->y, dz, e->conv_bwd_data,
+        CT_CUDNN_CHECK(cudnnConvolutionBackwardData(cu->dnn, &one, e->w, w, e->y, dz, e->conv_bwd_data,
                                                     (cudnnConvolutionBwdDataAlgo_t)e->bwd_data.algo, r.algo_ws,
                                                     e->bwd_data.bytes, r.dxp ? &zero : &one, e->x, target), err);
         if (r.dxp)
@@ -570,164 +438,24 @@ static ct_status conv_backward(ct_backend *be, ct_layer *l, const float *dz, int
     return CT_OK;
 }
 
-// dz: (n, oh, ow, f) -> dx (n, h, w, c), dw (f, kh, kw, c), db (f), each += ; failures name the layer
-ct_status ct_cuda_conv_backward(ct_backend *be, ct_layer *l, const float *dz, int n, ct_err *err)
+// x: (n, h, w, c) fp32 -> y: (n, oh, ow, f) = act(z); failures name the layer
+static ct_status conv_forward_op(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
 {
-    if (n == 0)
-        return CT_OK;
-    return in_layer(err, l,
-                    n < 0 ? ct_fail(err, CT_ERR_INTERNAL, "negative batch %d", n) : conv_backward(be, l, dz, n, err));
+    (void)training;
+    ct_status st = ct_cuda_check_layer(l, n, err);
+    return st != CT_OK || n == 0 ? st : ct_cuda_named(l, conv_forward(be, l, n, err), err);
 }
 
-/* ---- batch norm ---- */
-
-// e: zeroed; x: (n, h, w, c) NHWC fp32; param: cuDNN's derived (1, c, 1, 1) for the spatial mode
-static ct_status bn_entry_init(bn_entry *e, int n, int h, int w, int c, ct_err *err)
+// dy: (n, oh, ow, f) fp32 -> dx (n, h, w, c), dw (f, kh, kw, c), db (f), each += ; failures name the layer
+static ct_status conv_backward_op(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
-    *e = (bn_entry){n, h, w, c, NULL, NULL};
-    CT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->x), err);
-    CT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, n, c, h, w), err);
-    CT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->param), err);
-    CT_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(e->param, e->x, CUDNN_BATCHNORM_SPATIAL), err);
-    return CT_OK;
+    ct_status st = ct_cuda_check_layer(l, n, err);
+    return st != CT_OK || n == 0 ? st : ct_cuda_named(l, conv_backward(be, l, n, err), err);
 }
 
-static ct_status bn_entry_get(ct_cuda *cu, int n, int h, int w, int c, bn_entry **out, ct_err *err)
-{
-    ct_conv_algos *a = cu->conv;
-    for (int i = 0; i < a->n_bn; i++) {
-        bn_entry *e = &a->bn[i];
-        if (e->n == n && e->h == h && e->w == w && e->c == c) {
-            *out = e;
-            return CT_OK;
-        }
-    }
-    ct_status st = grow((void **)&a->bn, &a->cap_bn, a->n_bn, sizeof *a->bn, err);
-    if (st != CT_OK)
-        return st;
-    bn_entry e;
-    memset(&e, 0, sizeof e);
-    st = bn_entry_init(&e, n, h, w, c, err);
-    if (st != CT_OK) {
-        bn_entry_destroy(&e);
-        return st;
-    }
-    a->bn[a->n_bn] = e;
-    *out = &a->bn[a->n_bn++];
-    return CT_OK;
-}
+const ct_layer_ops ct_cuda_conv2d_ops = {
+    .forward = conv_forward_op,
+    .backward = conv_backward_op,
+    .workspace_bytes = conv_workspace,
+};
 
-/* The checks both directions share, and the layer's cached descriptors. */
-static ct_status bn_prepare(ct_backend *be, const ct_layer *l, int n, bn_entry **e, ct_err *err)
-{
-    ct_status st = check_fp32(l, err);
-    if (st != CT_OK)
-        return st;
-    if (l->type != CT_LAYER_BATCHNORM)
-        return ct_fail(err, CT_ERR_INTERNAL, "the cuDNN batch norm was called for a %s layer",
-                       ct_layer_type_name(l->type));
-    /* cuDNN 9 sets CUDNN_BN_MIN_EPSILON to 0.0 (1e-5 before 7.5); the same epsilon goes to
-     * forward and backward. !(>=) also refuses NaN. */
-    if (!((double)l->cfg->epsilon >= CUDNN_BN_MIN_EPSILON))
-        return ct_fail(err, CT_ERR_CONFIG, "batch norm epsilon %g is below cuDNN's minimum %g",
-                       (double)l->cfg->epsilon, (double)CUDNN_BN_MIN_EPSILON);
-    ct_shape s = l->out;
-    if (!fits_int((size_t)n, (size_t)s.h, (size_t)s.w, (size_t)s.c))
-        return ct_fail(err, CT_ERR_BACKEND,
-                       "a batch of %d is too large for cuDNN's 32-bit tensor indexing in this layer", n);
-    return bn_entry_get(ct_cuda_of(be), n, s.h, s.w, s.c, e, err);
-}
-
-// x, y: (n, h, w, c); gamma (w), beta (b): (c); aux: (mean[c], invstd[c]) of the batch, written in
-// training; state: (running mean[c], running var[c]), updated in training, read in evaluation
-static ct_status batchnorm_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
-{
-    ct_cuda *cu = ct_cuda_of(be);
-    bn_entry *e = NULL;
-    ct_status st = bn_prepare(be, l, n, &e, err);
-    if (st != CT_OK)
-        return st;
-    const int c = l->out.c;
-    const double eps = l->cfg->epsilon;
-    const float one = 1.0f, zero = 0.0f;
-    float *run_mean = l->state, *run_var = l->state + c;
-    if (!training) {
-        CT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(cu->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, e->x,
-                                                               l->x[0], e->x, l->y, e->param, l->w, l->b, run_mean,
-                                                               run_var, eps), err);
-        return CT_OK;
-    }
-    if (!l->aux)
-        return ct_fail(err, CT_ERR_INTERNAL, "batch norm has no buffer for its saved statistics");
-    float *save_mean = l->aux, *save_invstd = (float *)l->aux + c;
-    const double momentum = l->cfg->momentum;
-    if ((long)n * l->out.h * l->out.w > 1) {
-        /* run = (1 - factor) run + factor batch: PyTorch's momentum is that factor, and cuDNN's
-         * running variance is the unbiased one, as PyTorch's (which hands running_var to cuDNN as
-         * is). The saved "inverse variance" is 1 / sqrt(var + eps) of the biased batch variance,
-         * the CPU's invstd. */
-        CT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(cu->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, e->x,
-                                                              l->x[0], e->x, l->y, e->param, l->w, l->b, momentum,
-                                                              run_mean, run_var, eps, save_mean, save_invstd), err);
-        return CT_OK;
-    }
-    /* One value per channel has no unbiased variance (n/(n-1) divides by zero), so the CPU
-     * backend blends in the biased 0 instead. cuDNN takes no running statistics here (both
-     * pointers NULL) and the blend is done apart: mean = m batch + (1 - m) mean, var *= 1 - m. */
-    const float m = (float)momentum, keep = 1.0f - (float)momentum;
-    CT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(cu->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, e->x,
-                                                          l->x[0], e->x, l->y, e->param, l->w, l->b, momentum, NULL,
-                                                          NULL, eps, save_mean, save_invstd), err);
-    CT_CUDNN_CHECK(cudnnAddTensor(cu->dnn, &m, e->param, save_mean, &keep, e->param, run_mean), err);
-    CT_CUDNN_CHECK(cudnnScaleTensor(cu->dnn, e->param, run_var, &keep), err);
-    return CT_OK;
-}
-
-// x -> y: (n, h, w, c) fp32; failures name the layer
-ct_status ct_cuda_batchnorm_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
-{
-    if (n == 0)
-        return CT_OK;
-    return in_layer(err, l, n < 0 ? ct_fail(err, CT_ERR_INTERNAL, "negative batch %d", n)
-                                  : batchnorm_forward(be, l, n, training, err));
-}
-
-// x, dy: (n, h, w, c); gamma: (c); aux: the forward's (mean[c], invstd[c]);
-// dx: like x, += (NULL: the network's input, computed into the scratch and dropped);
-// dgamma (dw), dbeta (db): (c), +=
-static ct_status batchnorm_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
-{
-    ct_cuda *cu = ct_cuda_of(be);
-    bn_entry *e = NULL;
-    ct_status st = bn_prepare(be, l, n, &e, err);
-    if (st != CT_OK)
-        return st;
-    if (!l->aux || !l->dw || !l->db)
-        return ct_fail(err, CT_ERR_INTERNAL, "batch norm backward lacks its saved statistics or parameter gradients");
-    const int c = l->out.c;
-    const float one = 1.0f, zero = 0.0f;
-    /* cuDNN always writes dx; with no producer to receive it, the scratch takes it (beta 0 so its
-     * old contents are not read) */
-    float *dx = l->dx[0];
-    const float *beta_dx = &one;
-    if (!dx) {
-        if (!be->scratch || be->scratch == l->dy)
-            return ct_fail(err, CT_ERR_INTERNAL, "batch norm backward has no scratch to discard dx into");
-        dx = be->scratch;
-        beta_dx = &zero;
-    }
-    const float *saved = l->aux;
-    CT_CUDNN_CHECK(cudnnBatchNormalizationBackward(cu->dnn, CUDNN_BATCHNORM_SPATIAL, &one, beta_dx, &one, &one, e->x,
-                                                   l->x[0], e->x, l->dy, e->x, dx, e->param, l->w, l->dw, l->db,
-                                                   (double)l->cfg->epsilon, saved, saved + c), err);
-    return CT_OK;
-}
-
-// dy: (n, h, w, c) -> dx (same), dgamma, dbeta (c), each += ; failures name the layer
-ct_status ct_cuda_batchnorm_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
-{
-    if (n == 0)
-        return CT_OK;
-    return in_layer(err, l,
-                    n < 0 ? ct_fail(err, CT_ERR_INTERNAL, "negative batch %d", n) : batchnorm_backward(be, l, n, err));
-}

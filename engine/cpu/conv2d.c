@@ -5,7 +5,7 @@
  * contiguous run of x to copy, and y (n*oh*ow, f) = cols w^T comes out NHWC. */
 #include <string.h>
 
-#include "cpu/cpu_ops.h"
+#include "cpu/cpu_backend.h"
 #include "cpu/gemm.h"
 
 /* The kernel taps [*k0, *k1) of an output position whose window starts at input index `start`
@@ -18,21 +18,21 @@ static void valid_taps(int start, int k, int len, int *k0, int *k1)
 }
 
 /* A 1x1 stride-1 unpadded conv's cols matrix is the input itself. */
-static int cols_is_input(const ct_conv_geom *g)
+static int cols_is_input(const ct_window_geom *g)
 {
     return g->kh == 1 && g->kw == 1 && g->stride == 1 && g->pad_t == 0 && g->pad_l == 0 &&
            g->oh == g->h && g->ow == g->w;
 }
 
 /* 0 for the 1x1 fast path, whose ws may then be NULL. */
-size_t ct_cpu_conv2d_workspace(const ct_conv_geom *g)
+size_t ct_cpu_conv2d_workspace(const ct_window_geom *g)
 {
     if (cols_is_input(g)) return 0;
     return (size_t)g->n * g->oh * g->ow * g->kh * g->kw * g->c;
 }
 
 // x: (n, h, w, c); cols: (n*oh*ow, kh*kw*c)
-static void im2col(const ct_conv_geom *g, const float *x, float *cols)
+static void im2col(const ct_window_geom *g, const float *x, float *cols)
 {
     const int c = g->c, kw = g->kw;
     const size_t krow = (size_t)kw * c, kcols = g->kh * krow;
@@ -65,7 +65,7 @@ static void im2col(const ct_conv_geom *g, const float *x, float *cols)
 }
 
 // cols: (n*oh*ow, kh*kw*c); dx: (n, h, w, c) += the cols scattered back onto the pixels they read
-static void col2im_add(const ct_conv_geom *g, const float *cols, float *dx)
+static void col2im_add(const ct_window_geom *g, const float *cols, float *dx)
 {
     const int c = g->c, kw = g->kw;
     const size_t krow = (size_t)kw * c, kcols = g->kh * krow;
@@ -93,7 +93,7 @@ static void col2im_add(const ct_conv_geom *g, const float *cols, float *dx)
 }
 
 // x: (n, h, w, c); w: (f, kh, kw, c); b: (f) or NULL; y: (n, oh, ow, f); ws: workspace floats
-void ct_cpu_conv2d_forward(const ct_conv_geom *g, const float *x, const float *w, const float *b,
+void ct_cpu_conv2d_forward(const ct_window_geom *g, const float *x, const float *w, const float *b,
                            float *y, float *ws)
 {
     const int rows = g->n * g->oh * g->ow, kcols = g->kh * g->kw * g->c;
@@ -109,7 +109,7 @@ void ct_cpu_conv2d_forward(const ct_conv_geom *g, const float *x, const float *w
 
 // x: (n, h, w, c); w: (f, kh, kw, c); dy: (n, oh, ow, f); dx: like x, dw: like w, db: (f), each
 // may be NULL; ws: workspace floats
-void ct_cpu_conv2d_backward(const ct_conv_geom *g, const float *x, const float *w, const float *dy,
+void ct_cpu_conv2d_backward(const ct_window_geom *g, const float *x, const float *w, const float *dy,
                             float *dx, float *dw, float *db, float *ws)
 {
     const int rows = g->n * g->oh * g->ow, kcols = g->kh * g->kw * g->c;
@@ -136,3 +136,37 @@ void ct_cpu_conv2d_backward(const ct_conv_geom *g, const float *x, const float *
                 kcols, 0.0f, ws, kcols);
     col2im_add(g, ws, dx);
 }
+
+// x: (n, h, w, c) fp32; z, y: (n, oh, ow, f)
+static ct_status conv2d_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
+{
+    (void)training; (void)err;
+    ct_window_geom g = ct_layer_window(l, n);
+    ct_cpu_conv2d_forward(&g, ct_f32(l->x[0]), ct_f32(l->w), ct_f32(l->b), ct_f32(l->z), ct_cpu_of(be)->workspace);
+    ct_cpu_fused_activation_forward(l, n);
+    return CT_OK;
+}
+
+// dy: (n, oh, ow, f) fp32; dx: (n, h, w, c) or NULL
+static ct_status conv2d_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
+{
+    (void)err;
+    const float *dz = ct_cpu_preactivation_grad(be, l, n);
+    ct_window_geom g = ct_layer_window(l, n);
+    ct_cpu_conv2d_backward(&g, ct_f32(l->x[0]), ct_f32(l->w), dz, ct_f32(l->dx[0]), ct_f32(l->dw), ct_f32(l->db),
+                           ct_cpu_of(be)->workspace);
+    return CT_OK;
+}
+
+static size_t conv2d_workspace_bytes(ct_backend *be, const ct_layer *l, int n)
+{
+    (void)be;
+    ct_window_geom g = ct_layer_window(l, n);
+    return ct_cpu_conv2d_workspace(&g) * sizeof(float);
+}
+
+const ct_layer_ops ct_cpu_conv2d_ops = {
+    .forward = conv2d_forward,
+    .backward = conv2d_backward,
+    .workspace_bytes = conv2d_workspace_bytes,
+};

@@ -1,0 +1,48 @@
+/* Activations: the activation layer's ops, and the fused activation that ends dense, conv2d and
+ * add (the kernels themselves are in elementwise.c). */
+#include <string.h>
+
+#include "cpu/cpu_backend.h"
+
+// z, y: (n, out) fp32
+void ct_cpu_fused_activation_forward(const ct_layer *l, int n)
+{
+    if (l->act != CT_ACT_LINEAR)
+        ct_cpu_activation_forward(l->act, ct_f32(l->z), ct_f32(l->y), ct_cpu_out_count(l, n));
+}
+
+// z, y, dy: (n, out) fp32; the result: (n, out), dy itself or the scratch
+const float *ct_cpu_preactivation_grad(ct_backend *be, const ct_layer *l, int n)
+{
+    if (l->act == CT_ACT_LINEAR)
+        return ct_f32(l->dy);
+    size_t count = ct_cpu_out_count(l, n);
+    float *scratch = ct_cpu_of(be)->scratch;
+    memset(scratch, 0, count * sizeof(float));
+    ct_cpu_activation_backward(l->act, ct_f32(l->z), ct_f32(l->y), ct_f32(l->dy), scratch, count);
+    return scratch;
+}
+
+// x, y: (n, out) fp32
+static ct_status activation_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
+{
+    (void)be; (void)training; (void)err;
+    ct_cpu_activation_forward(l->act, ct_f32(l->x[0]), ct_f32(l->y), ct_cpu_out_count(l, n));
+    return CT_OK;
+}
+
+// x, y, dy: (n, out) fp32; dx: like x or NULL
+static ct_status activation_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
+{
+    (void)be; (void)err;
+    if (l->dx[0])
+        ct_cpu_activation_backward(l->act, ct_f32(l->x[0]), ct_f32(l->y), ct_f32(l->dy), ct_f32(l->dx[0]),
+                                   ct_cpu_out_count(l, n));
+    return CT_OK;
+}
+
+const ct_layer_ops ct_cpu_activation_ops = {
+    .forward = activation_forward,
+    .backward = activation_backward,
+    .workspace_bytes = NULL,
+};

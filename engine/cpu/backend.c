@@ -1,0 +1,181 @@
+/* The CPU backend: the per-type ops of engine/cpu/<type>.c, the loss and the optimizer on host
+ * memory, OpenMP threads. Memory comes from the device it is bound to (device.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_backend.h"
+
+#define CT_CPU_LAYER_OPS(upper, lower) [CT_LAYER_##upper] = &ct_cpu_##lower##_ops,
+static const ct_layer_ops *const cpu_layers[CT_LAYER_TYPE_COUNT] = {CT_LAYER_TYPES(CT_CPU_LAYER_OPS)};
+#undef CT_CPU_LAYER_OPS
+
+static void release_buffers(ct_backend *be)
+{
+    ct_cpu_state *st = ct_cpu_of(be);
+    be->dev->ops->free(be->dev, st->workspace);
+    be->dev->ops->free(be->dev, st->scratch);
+    st->workspace = NULL;
+    st->scratch = NULL;
+}
+
+/* Input staging needs nothing on the CPU: input_submit copies straight into the network's input. */
+static ct_status cpu_reserve(ct_backend *be, size_t workspace, size_t scratch, size_t x_bytes, size_t y_bytes,
+                             ct_err *err)
+{
+    (void)x_bytes; (void)y_bytes;
+    ct_cpu_state *st = ct_cpu_of(be);
+    release_buffers(be);
+    st->workspace = be->dev->ops->alloc(be->dev, workspace);
+    st->scratch = be->dev->ops->alloc(be->dev, scratch);
+    if (!st->workspace || !st->scratch) {
+        release_buffers(be);
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory for the %zu-byte workspace", workspace + scratch);
+    }
+    return CT_OK;
+}
+
+// b->x: (n, h, w, c) fp32 into x; b->y: (n) int32 into labels. The CPU backend trains on host
+// memory, so this is one copy.
+static ct_status cpu_input_submit(ct_backend *be, const ct_input_batch *b, ct_tensor *x, ct_tensor *labels,
+                                  long *ticket, ct_err *err)
+{
+    (void)be;
+    if (!b->x)
+        return ct_fail(err, CT_ERR_INTERNAL, "cpu backend: uint8 batches are augmented on the host, not here");
+    memcpy(x->data, b->x, (size_t)b->n * ct_shape_size(b->shape) * sizeof(float));
+    memcpy(labels->data, b->y, (size_t)b->n * sizeof(int32_t));
+    *ticket = 0;
+    return CT_OK;
+}
+
+static ct_status cpu_input_wait(ct_backend *be, long ticket, ct_err *err)
+{
+    (void)be; (void)ticket; (void)err;
+    return CT_OK;  /* the copy was done by input_submit */
+}
+
+static ct_status cpu_set_step(ct_backend *be, const ct_step_scalars *s, ct_err *err)
+{
+    (void)err;
+    ct_cpu_of(be)->step = *s;
+    return CT_OK;
+}
+
+/* Nothing to capture on the CPU: the step runs as it is. */
+static ct_status cpu_run_step(ct_backend *be, int key, ct_step_fn fn, void *ctx, ct_err *err)
+{
+    (void)be; (void)key;
+    return fn(ctx, err);
+}
+
+// logits, dlogits: (n, k) fp32 with k = logits->shape.c; labels: (n) int32
+static ct_status cpu_loss(ct_backend *be, const ct_tensor *logits, const ct_tensor *labels, ct_tensor *dlogits,
+                          int n, ct_err *err)
+{
+    (void)err;
+    ct_cpu_state *st = ct_cpu_of(be);
+    long correct = 0;
+    st->loss_sum += ct_cpu_softmax_xent(ct_f32(logits), ct_i32(labels), ct_f32(dlogits), n, logits->shape.c,
+                                        1.0f / (float)n, &correct);
+    st->correct += correct;
+    return CT_OK;
+}
+
+static ct_status cpu_peek_metrics(ct_backend *be, long tag, double *loss_sum, long *correct, long *tag_out,
+                                  ct_err *err)
+{
+    (void)err;
+    ct_cpu_state *st = ct_cpu_of(be);
+    *loss_sum = st->loss_sum;
+    *correct = st->correct;
+    *tag_out = tag;   /* the CPU's figures are always current */
+    return CT_OK;
+}
+
+static ct_status cpu_read_metrics(ct_backend *be, double *loss_sum, long *correct, int reset, ct_err *err)
+{
+    (void)err;
+    ct_cpu_state *st = ct_cpu_of(be);
+    *loss_sum = st->loss_sum;
+    *correct = st->correct;
+    if (reset) {
+        st->loss_sum = 0.0;
+        st->correct = 0;
+    }
+    return CT_OK;
+}
+
+// params, grads, m, v: (count) fp32; m, v may be NULL (or hold NULL) when the optimizer keeps none
+static ct_status cpu_optimizer_step(ct_backend *be, const ct_optim_step *s, ct_err *err)
+{
+    const ct_step_scalars *now = &ct_cpu_of(be)->step;
+    float *w = ct_f32(s->params), *m = ct_f32(s->m), *v = ct_f32(s->v);
+    const float *g = ct_f32(s->grads);
+    size_t count = s->params->count;
+    switch (s->kind) {
+    case CT_OPT_SGD:
+        ct_cpu_sgd_step(w, g, NULL, count, now->lr, 0.0f, 0, s->weight_decay);
+        return CT_OK;
+    case CT_OPT_MOMENTUM:
+        ct_cpu_sgd_step(w, g, m, count, now->lr, s->momentum, s->nesterov, s->weight_decay);
+        return CT_OK;
+    case CT_OPT_ADAM:
+    case CT_OPT_ADAMW:
+        ct_cpu_adam_step(w, g, m, v, count, now->lr, s->beta1, s->beta2, s->epsilon, s->weight_decay,
+                         s->kind == CT_OPT_ADAMW, now->t);
+        return CT_OK;
+    }
+    return ct_fail(err, CT_ERR_INTERNAL, "cpu backend: unknown optimizer %d", (int)s->kind);
+}
+
+// t: fp32, at least count elements
+static int cpu_all_finite(ct_backend *be, const ct_tensor *t, size_t count)
+{
+    (void)be;
+    return ct_cpu_all_finite(ct_f32(t), count);
+}
+
+/* Frees what reserve took on the device, which must outlive the backend. */
+static void cpu_destroy(ct_backend *be)
+{
+    if (!be)
+        return;
+    if (be->impl)
+        release_buffers(be);
+    free(be->impl);
+    free(be);
+}
+
+static const ct_backend_ops cpu_ops = {
+    .name = "cpu",
+    .layers = cpu_layers,
+    .reserve = cpu_reserve,
+    .input_submit = cpu_input_submit,
+    .input_wait = cpu_input_wait,
+    .set_step = cpu_set_step,
+    .run_step = cpu_run_step,
+    .loss = cpu_loss,
+    .read_metrics = cpu_read_metrics,
+    .peek_metrics = cpu_peek_metrics,
+    .optimizer_step = cpu_optimizer_step,
+    .all_finite = cpu_all_finite,
+    .destroy = cpu_destroy,
+};
+
+ct_status ct_cpu_backend_create(ct_backend **out, ct_device *dev, ct_err *err)
+{
+    if (!dev || !dev->host_memory)
+        return ct_fail(err, CT_ERR_USAGE, "the CPU backend needs a device with host memory (ct_cpu_device_create)");
+    ct_backend *be = calloc(1, sizeof *be);
+    ct_cpu_state *st = calloc(1, sizeof *st);
+    if (!be || !st) {
+        free(be);
+        free(st);
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory creating the CPU backend");
+    }
+    be->ops = &cpu_ops;
+    be->dev = dev;
+    be->impl = st;
+    *out = be;
+    return CT_OK;
+}

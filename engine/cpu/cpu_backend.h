@@ -1,0 +1,35 @@
+/* Private to the CPU backend: what the per-type files (engine/cpu/<type>.c) need from the backend
+ * (backend.c), and the helpers of the types that fuse an activation. */
+#ifndef CT_CPU_BACKEND_H
+#define CT_CPU_BACKEND_H
+
+#include "backend.h"
+#include "cpu/cpu_ops.h"
+
+/* The backend's state (be->impl). workspace and scratch come from reserve. */
+typedef struct ct_cpu_state {
+    float *workspace;        /* shared by all layers: im2col of the largest convolution */
+    float *scratch;          /* (n, largest layer output): gradient before a fused activation */
+    ct_step_scalars step;    /* of the step being run */
+    double loss_sum;         /* metric accumulators */
+    long correct;
+} ct_cpu_state;
+
+static inline ct_cpu_state *ct_cpu_of(ct_backend *be) { return be->impl; }
+
+/* Elements of the layer's output for a batch of n. */
+static inline size_t ct_cpu_out_count(const ct_layer *l, int n) { return (size_t)n * ct_shape_size(l->out); }
+
+/* The per-type ops, one file each, tabled by backend.c. */
+#define CT_CPU_DECLARE_OPS(upper, lower) extern const ct_layer_ops ct_cpu_##lower##_ops;
+CT_LAYER_TYPES(CT_CPU_DECLARE_OPS)
+#undef CT_CPU_DECLARE_OPS
+
+/* Types with a fused activation (dense, conv2d, add) compute z and call this to finish:
+ * y = act(z), nothing when linear (z is y). */
+void ct_cpu_fused_activation_forward(const ct_layer *l, int n);
+/* The gradient at the pre-activation: dy itself for linear, else act'(z) dy in the scratch
+ * (cleared first); valid until the next layer's backward. */
+const float *ct_cpu_preactivation_grad(ct_backend *be, const ct_layer *l, int n);
+
+#endif

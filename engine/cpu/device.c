@@ -1,0 +1,130 @@
+/* The CPU as a device: its memory is host memory, copies are memcpy, work is done by the time a
+ * call returns, and timing marks read the monotonic clock. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "device.h"
+
+typedef struct cpu_device {
+    double marks[CT_DEVICE_MARKS];   /* milliseconds */
+} cpu_device;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+/* activate and synchronize: there is no current device to set, and every op has finished by the
+ * time it returns. */
+static ct_status cpu_nothing_to_do(ct_device *d, ct_err *err)
+{
+    (void)d; (void)err;
+    return CT_OK;
+}
+
+static void *cpu_alloc(ct_device *d, size_t bytes)
+{
+    (void)d;
+    /* 64-byte alignment suits AVX-512 loads in OpenBLAS and the compiler's vector loops. */
+    size_t rounded = (bytes + 63) / 64 * 64;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (p)
+        memset(p, 0, rounded ? rounded : 64);
+    return p;
+}
+
+static void cpu_free(ct_device *d, void *ptr)
+{
+    (void)d;
+    free(ptr);
+}
+
+/* upload, download and copy alike: all memory is host memory */
+static ct_status cpu_copy(ct_device *d, void *dst, const void *src, size_t bytes, ct_err *err)
+{
+    (void)d; (void)err;
+    memcpy(dst, src, bytes);
+    return CT_OK;
+}
+
+static ct_status cpu_zero(ct_device *d, void *ptr, size_t bytes, ct_err *err)
+{
+    (void)d; (void)err;
+    memset(ptr, 0, bytes);
+    return CT_OK;
+}
+
+static ct_status cpu_memory(ct_device *d, size_t *free_bytes, size_t *total_bytes, ct_err *err)
+{
+    (void)d;
+    long page = sysconf(_SC_PAGESIZE), avail = sysconf(_SC_AVPHYS_PAGES), total = sysconf(_SC_PHYS_PAGES);
+    if (page <= 0 || avail < 0 || total <= 0)
+        return ct_fail(err, CT_ERR_INTERNAL, "cpu device: the system does not report its memory");
+    *free_bytes = (size_t)avail * (size_t)page;
+    *total_bytes = (size_t)total * (size_t)page;
+    return CT_OK;
+}
+
+static ct_status cpu_mark(ct_device *d, int slot, ct_err *err)
+{
+    if (slot < 0 || slot >= CT_DEVICE_MARKS)
+        return ct_fail(err, CT_ERR_USAGE, "timing mark %d out of range", slot);
+    ((cpu_device *)d->impl)->marks[slot] = now_ms();
+    return CT_OK;
+}
+
+static ct_status cpu_elapsed(ct_device *d, int a, int b, double *ms, ct_err *err)
+{
+    if (a < 0 || a >= CT_DEVICE_MARKS || b < 0 || b >= CT_DEVICE_MARKS)
+        return ct_fail(err, CT_ERR_USAGE, "timing marks %d, %d out of range", a, b);
+    const cpu_device *cd = d->impl;
+    *ms = cd->marks[b] - cd->marks[a];
+    return CT_OK;
+}
+
+static void cpu_destroy(ct_device *d)
+{
+    if (!d)
+        return;
+    free(d->impl);
+    free(d);
+}
+
+static const ct_device_ops cpu_device_ops = {
+    .name = "cpu",
+    .activate = cpu_nothing_to_do,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .host_alloc = cpu_alloc,
+    .host_free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
+    .memory = cpu_memory,
+    .synchronize = cpu_nothing_to_do,
+    .mark = cpu_mark,
+    .elapsed = cpu_elapsed,
+    .destroy = cpu_destroy,
+};
+
+ct_status ct_cpu_device_create(ct_device **out, ct_err *err)
+{
+    ct_device *d = calloc(1, sizeof *d);
+    cpu_device *cd = calloc(1, sizeof *cd);
+    if (!d || !cd) {
+        free(d);
+        free(cd);
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory creating the CPU device");
+    }
+    d->ops = &cpu_device_ops;
+    d->ordinal = 0;
+    d->host_memory = 1;
+    d->impl = cd;
+    *out = d;
+    return CT_OK;
+}

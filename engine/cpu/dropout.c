@@ -1,0 +1,61 @@
+/* Inverted dropout: kept elements scaled by 1/(1-rate) in training, the identity in evaluation. */
+#include <string.h>
+
+#include "base/rng.h"
+#include "cpu/cpu_backend.h"
+
+/* Scale for kept elements; a rate of 1 drops everything, so nothing is left to scale. */
+static float keep_scale(float rate) { return rate < 1.0f ? 1.0f / (1.0f - rate) : 0.0f; }
+
+// x, y, mask: (n); the mask depends only on (seed, stream, i), never on threading
+void ct_cpu_dropout_forward(const float *x, float *y, uint8_t *mask, size_t n, float rate,
+                            uint64_t seed, uint64_t stream)
+{
+    const float scale = keep_scale(rate);
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        uint8_t keep = ct_uniform(seed, stream, i) >= rate;
+        mask[i] = keep;
+        y[i] = keep ? x[i] * scale : 0.0f;
+    }
+}
+
+// dy, mask, dx: (n)
+void ct_cpu_dropout_backward(const float *dy, const uint8_t *mask, float *dx, size_t n, float rate)
+{
+    const float scale = keep_scale(rate);
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) dx[i] += mask[i] ? dy[i] * scale : 0.0f;
+}
+
+/* The mask (aux, uint8) of the last training forward. */
+static uint8_t *mask_of(const ct_layer *l) { return (uint8_t *)l->aux->data; }
+
+/* Each layer draws from its own stream (its index) of the step's seed, so masks differ between
+ * layers and steps but replay exactly. */
+// x, y: (n, out) fp32; aux: (n, out) uint8
+static ct_status dropout_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
+{
+    (void)err;
+    if (training)
+        ct_cpu_dropout_forward(ct_f32(l->x[0]), ct_f32(l->y), mask_of(l), ct_cpu_out_count(l, n), l->cfg->rate,
+                               ct_cpu_of(be)->step.dropout_seed, (uint64_t)l->index);
+    else
+        memcpy(l->y->data, l->x[0]->data, ct_tensor_rows_bytes(l->y, n));
+    return CT_OK;
+}
+
+// dy: (n, out) fp32; dx: like dy or NULL; aux: (n, out) uint8
+static ct_status dropout_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
+{
+    (void)be; (void)err;
+    if (l->dx[0])
+        ct_cpu_dropout_backward(ct_f32(l->dy), mask_of(l), ct_f32(l->dx[0]), ct_cpu_out_count(l, n), l->cfg->rate);
+    return CT_OK;
+}
+
+const ct_layer_ops ct_cpu_dropout_ops = {
+    .forward = dropout_forward,
+    .backward = dropout_backward,
+    .workspace_bytes = NULL,
+};

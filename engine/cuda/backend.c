@@ -1,0 +1,223 @@
+/* The CUDA backend on a CUDA device (device.c): the layer table (one file per type), the workspace
+ * and scratch it reserves, the per-step scalars that let a captured step replay (capture.c), the
+ * optimizers, and the finite check. The loss and its metrics are in loss.c, input staging in
+ * input.c. */
+#include <stdlib.h>
+
+#include "cuda/cuda_internal.h"
+
+enum { STEP_SLOTS = 64 };
+
+#define CT_CUDA_LAYER_ENTRY(upper, lower) [CT_LAYER_##upper] = &ct_cuda_##lower##_ops,
+static const ct_layer_ops *const cuda_layers[CT_LAYER_TYPE_COUNT] = {CT_LAYER_TYPES(CT_CUDA_LAYER_ENTRY)};
+#undef CT_CUDA_LAYER_ENTRY
+
+/* Teardown of the reserved buffers; the caller has waited for the work that used them. */
+static void release_buffers(ct_cuda *cu)
+{
+    cu->dev->ops->free(cu->dev, cu->workspace);
+    cu->dev->ops->free(cu->dev, cu->scratch);
+    cu->workspace = NULL;
+    cu->scratch = NULL;
+    cu->workspace_size = cu->scratch_size = 0;
+}
+
+/* Setup work: waits for the queued steps (they read the buffers being replaced) and drops the
+ * captured ones, which hold the old addresses. */
+static ct_status cuda_reserve(ct_backend *be, size_t workspace, size_t scratch, size_t x_bytes, size_t y_bytes,
+                              ct_err *err)
+{
+    ct_cuda *cu = ct_cuda_of(be);
+    CT_CUDA_CHECK(cudaSetDevice(be->dev->ordinal), err);
+    CT_CUDA_CHECK(cudaStreamSynchronize(cu->compute), err);
+    CT_CUDA_CHECK(cudaStreamSynchronize(cu->copy), err);
+    ct_cuda_graph_reset(cu);
+    release_buffers(cu);
+    cu->workspace = be->dev->ops->alloc(be->dev, workspace);
+    cu->scratch = be->dev->ops->alloc(be->dev, scratch);
+    if (!cu->workspace || !cu->scratch) {
+        release_buffers(cu);
+        return ct_fail(err, CT_ERR_NOMEM, "out of device memory for the %zu-byte workspace and %zu-byte scratch",
+                       workspace, scratch);
+    }
+    cu->workspace_size = workspace;
+    cu->scratch_size = scratch;
+    return ct_cuda_input_reserve(cu, x_bytes, y_bytes, err);
+}
+
+/* The ring slot's last copy has run before its host memory is rewritten: that bounds how far
+ * the host runs ahead (STEP_SLOTS steps), it does not wait for the step in flight. */
+static ct_status cuda_set_step(ct_backend *be, const ct_step_scalars *s, ct_err *err)
+{
+    ct_cuda *cu = ct_cuda_of(be);
+    int slot = cu->step_next;
+    cu->step_next = (slot + 1) % cu->step_slots;
+    CT_CUDA_CHECK(cudaEventSynchronize(cu->step_done[slot]), err);
+    cu->step_host[slot] = (ct_device_step){.lr = s->lr, .bias1 = s->bias1, .bias2 = s->bias2,
+                                           .dropout_seed = (unsigned long long)s->dropout_seed};
+    CT_CUDA_CHECK(cudaMemcpyAsync(cu->step, &cu->step_host[slot], sizeof *cu->step, cudaMemcpyHostToDevice,
+                                  cu->compute), err);
+    CT_CUDA_CHECK(cudaEventRecord(cu->step_done[slot], cu->compute), err);
+    return CT_OK;
+}
+
+// params, grads: (count) fp32, count = params->count; m, v: the same or NULL where the kind keeps none
+static ct_status cuda_optimizer_step(ct_backend *be, const ct_optim_step *s, ct_err *err)
+{
+    ct_cuda *cu = ct_cuda_of(be);
+    size_t count = s->params->count;
+    const ct_tensor *all[4] = {s->params, s->grads, s->m, s->v};
+    for (int i = 0; i < 4; i++)
+        if (all[i] && all[i]->data && (all[i]->dtype != CT_DTYPE_F32 || all[i]->count < count))
+            return ct_fail(err, CT_ERR_INTERNAL, "the CUDA optimizer takes fp32 parameters, gradients and moments "
+                                                 "of %zu values each", count);
+    long n = (long)count;
+    float *w = ct_f32(s->params), *m = ct_f32(s->m), *v = ct_f32(s->v);
+    const float *g = ct_f32(s->grads);
+    switch (s->kind) {
+    case CT_OPT_SGD:
+        CT_CUDA_CHECK(ct_launch_sgd_step(w, g, NULL, n, cu->step, 0.0f, 0, s->weight_decay, cu->compute), err);
+        return CT_OK;
+    case CT_OPT_MOMENTUM:
+        CT_CUDA_CHECK(ct_launch_sgd_step(w, g, m, n, cu->step, s->momentum, s->nesterov, s->weight_decay,
+                                         cu->compute), err);
+        return CT_OK;
+    case CT_OPT_ADAM:
+    case CT_OPT_ADAMW:
+        CT_CUDA_CHECK(ct_launch_adam_step(w, g, m, v, n, cu->step, s->beta1, s->beta2, s->epsilon, s->weight_decay,
+                                          s->kind == CT_OPT_ADAMW, cu->compute), err);
+        return CT_OK;
+    }
+    return ct_fail(err, CT_ERR_INTERNAL, "cuda backend: unknown optimizer %d", (int)s->kind);
+}
+
+/* Off the step's path (it diagnoses a failure), so it may wait. */
+// t: fp32, its first `count` elements read
+static int cuda_all_finite(ct_backend *be, const ct_tensor *t, size_t count)
+{
+    ct_cuda *cu = ct_cuda_of(be);
+    unsigned bad = 1;
+    if (t->dtype != CT_DTYPE_F32 || count > t->count)
+        return 0;
+    if (cudaMemsetAsync(cu->nonfinite, 0, sizeof *cu->nonfinite, cu->compute) != cudaSuccess ||
+        ct_launch_count_nonfinite(ct_f32(t), (long)count, cu->nonfinite, cu->compute) != 0 ||
+        cudaMemcpyAsync(&bad, cu->nonfinite, sizeof bad, cudaMemcpyDeviceToHost, cu->compute) != cudaSuccess ||
+        cudaStreamSynchronize(cu->compute) != cudaSuccess)
+        return 0;
+    return bad == 0;
+}
+
+/* Teardown: nothing useful to do with a failure while releasing. The device stays: its owner
+ * destroys it after every backend on it. */
+static void cuda_destroy(ct_backend *be)
+{
+    if (!be)
+        return;
+    ct_cuda *cu = be->impl;
+    if (cu) {
+        cudaSetDevice(be->dev->ordinal);
+        cudaStreamSynchronize(cu->compute);
+        cudaStreamSynchronize(cu->copy);
+        ct_cuda_graph_free(cu);
+        ct_cuda_input_free(cu);
+        ct_cuda_dnn_free(cu);
+        ct_cuda_matmul_free(cu);
+        release_buffers(cu);
+        cudaFree(cu->loss_sum);
+        cudaFree(cu->correct);
+        cudaFree(cu->step);
+        cudaFree(cu->nonfinite);
+        cudaFreeHost(cu->step_host);
+        cudaFreeHost(cu->snap_loss);
+        cudaFreeHost(cu->snap_correct);
+        for (int i = 0; cu->step_done && i < cu->step_slots; i++)
+            if (cu->step_done[i])
+                cudaEventDestroy(cu->step_done[i]);
+        free(cu->step_done);
+        if (cu->snap_event)
+            cudaEventDestroy(cu->snap_event);
+        free(cu);
+    }
+    free(be);
+}
+
+static const ct_backend_ops cuda_ops = {
+    .name = "cuda",
+    .layers = cuda_layers,
+    .reserve = cuda_reserve,
+    .input_submit = ct_cuda_input_submit,
+    .input_wait = ct_cuda_input_wait,
+    .set_step = cuda_set_step,
+    .run_step = ct_cuda_run_step,
+    .loss = ct_cuda_loss,
+    .read_metrics = ct_cuda_read_metrics,
+    .peek_metrics = ct_cuda_peek_metrics,
+    .optimizer_step = cuda_optimizer_step,
+    .all_finite = cuda_all_finite,
+    .destroy = cuda_destroy,
+};
+
+/* Events and the small device and pinned buffers every step uses. */
+static ct_status create_resources(ct_cuda *cu, ct_err *err)
+{
+    CT_CUDA_CHECK(cudaSetDevice(cu->dev->ordinal), err);
+    CT_CUDA_CHECK(cudaMalloc((void **)&cu->loss_sum, sizeof *cu->loss_sum), err);
+    CT_CUDA_CHECK(cudaMalloc((void **)&cu->correct, sizeof *cu->correct), err);
+    CT_CUDA_CHECK(cudaMalloc((void **)&cu->nonfinite, sizeof *cu->nonfinite), err);
+    CT_CUDA_CHECK(cudaMalloc((void **)&cu->step, sizeof *cu->step), err);
+    /* on the compute stream, which does not wait for the legacy default stream's cudaMemset */
+    CT_CUDA_CHECK(cudaMemsetAsync(cu->loss_sum, 0, sizeof *cu->loss_sum, cu->compute), err);
+    CT_CUDA_CHECK(cudaMemsetAsync(cu->correct, 0, sizeof *cu->correct, cu->compute), err);
+    CT_CUDA_CHECK(cudaMemsetAsync(cu->step, 0, sizeof *cu->step, cu->compute), err);
+    CT_CUDA_CHECK(cudaHostAlloc((void **)&cu->step_host, STEP_SLOTS * sizeof *cu->step_host, cudaHostAllocDefault), err);
+    CT_CUDA_CHECK(cudaHostAlloc((void **)&cu->snap_loss, sizeof *cu->snap_loss, cudaHostAllocDefault), err);
+    CT_CUDA_CHECK(cudaHostAlloc((void **)&cu->snap_correct, sizeof *cu->snap_correct, cudaHostAllocDefault), err);
+    cu->step_done = calloc(STEP_SLOTS, sizeof *cu->step_done);
+    if (!cu->step_done)
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory creating the CUDA backend");
+    cu->step_slots = STEP_SLOTS;
+    for (int i = 0; i < STEP_SLOTS; i++)
+        CT_CUDA_CHECK(cudaEventCreateWithFlags(&cu->step_done[i], cudaEventDisableTiming), err);
+    CT_CUDA_CHECK(cudaEventCreateWithFlags(&cu->snap_event, cudaEventDisableTiming), err);
+    cu->snap_tag = cu->snap_tag_done = -1;
+    return CT_OK;
+}
+
+ct_status ct_cuda_backend_create(ct_backend **out, ct_device *dev, const ct_cuda_options *opt, ct_err *err)
+{
+    *out = NULL;
+    if (!opt)
+        return ct_fail(err, CT_ERR_USAGE, "ct_cuda_backend_create: no options");
+    ct_cuda_dev *cd = ct_cuda_dev_of(dev);
+    if (!cd)
+        return ct_fail(err, CT_ERR_USAGE, "the CUDA backend runs on a CUDA device, not on '%s'",
+                       dev ? dev->ops->name : "(none)");
+    ct_backend *be = calloc(1, sizeof *be);
+    ct_cuda *cu = calloc(1, sizeof *cu);
+    if (!be || !cu) {
+        free(be);
+        free(cu);
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory creating the CUDA backend");
+    }
+    be->ops = &cuda_ops;
+    be->dev = dev;
+    be->impl = cu;
+    be->graphs = opt->graphs != 0;
+    cu->dev = dev;
+    cu->compute = cd->compute;
+    cu->copy = cd->copy;
+    cu->allow_tf32 = opt->allow_tf32 != 0;
+    ct_status st = create_resources(cu, err);
+    if (st == CT_OK)
+        st = ct_cuda_matmul_init(cu, err);
+    if (st == CT_OK)
+        st = ct_cuda_dnn_init(cu, err);
+    if (st == CT_OK)
+        st = ct_cuda_graph_init(cu, err);
+    if (st != CT_OK) {
+        cuda_destroy(be);
+        return st;
+    }
+    *out = be;
+    return CT_OK;
+}

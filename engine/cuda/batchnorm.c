@@ -1,0 +1,165 @@
+/* Batch normalisation through cuDNN, NHWC fp32: spatial (per channel over n*h*w) in
+ * CUDNN_BATCHNORM_SPATIAL, not the faster SPATIAL_PERSISTENT, which cudnn_ops.h says "imposes some
+ * limits on the range of values" and PyTorch's cuDNN batch norm notes loses accuracy with. aux
+ * keeps the batch (mean[c], invstd[c]) as the CPU backend does; state keeps (running mean[c],
+ * running var[c]). The tensor descriptors are made once per shape and cached. */
+#include <string.h>
+
+#include "cuda/layer_common.h"
+
+typedef struct bn_key {
+    int n, h, w, c;
+} bn_key;
+
+typedef struct bn_entry {
+    bn_key key;                      /* first: the cache compares its bytes */
+    cudnnTensorDescriptor_t x;       /* (n, h, w, c): x, y, dy, dx */
+    cudnnTensorDescriptor_t param;   /* (1, c, 1, 1): gamma, beta, means, variances */
+} bn_entry;
+
+/* Teardown: nothing useful to do with a failure while releasing. */
+static void bn_entry_destroy(void *entry)
+{
+    bn_entry *e = entry;
+    if (e->x) cudnnDestroyTensorDescriptor(e->x);
+    if (e->param) cudnnDestroyTensorDescriptor(e->param);
+    memset(e, 0, sizeof *e);
+}
+
+// entry: zeroed but for its key; x: (n, h, w, c) NHWC fp32; param: cuDNN's derived (1, c, 1, 1)
+// for the spatial mode
+static ct_status bn_entry_make(ct_cuda *cu, const void *how, void *entry, ct_err *err)
+{
+    (void)cu;
+    (void)how;
+    bn_entry *e = entry;
+    const bn_key *k = &e->key;
+    CT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->x), err);
+    CT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, k->n, k->c, k->h, k->w), err);
+    CT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->param), err);
+    CT_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(e->param, e->x, CUDNN_BATCHNORM_SPATIAL), err);
+    return CT_OK;
+}
+
+static const ct_dnn_entry_type bn_entries = {sizeof(bn_entry), sizeof(bn_key), bn_entry_make, bn_entry_destroy};
+
+void ct_cuda_bn_cache_free(ct_cuda *cu) { ct_cuda_dnn_cache_free(&cu->bn, &bn_entries); }
+
+/* The checks both directions share, and the layer's cached descriptors. */
+static ct_status bn_prepare(ct_backend *be, const ct_layer *l, int n, bn_entry **e, ct_err *err)
+{
+    /* cuDNN 9 sets CUDNN_BN_MIN_EPSILON to 0.0 (1e-5 before 7.5); the same epsilon goes to
+     * forward and backward. !(>=) also refuses NaN. */
+    if (!((double)l->cfg->epsilon >= CUDNN_BN_MIN_EPSILON))
+        return ct_fail(err, CT_ERR_CONFIG, "batch norm epsilon %g is below cuDNN's minimum %g",
+                       (double)l->cfg->epsilon, (double)CUDNN_BN_MIN_EPSILON);
+    ct_shape s = l->out;
+    if (!ct_cuda_dnn_fits_int((size_t)n, (size_t)s.h, (size_t)s.w, (size_t)s.c))
+        return ct_fail(err, CT_ERR_BACKEND,
+                       "a batch of %d is too large for cuDNN's 32-bit tensor indexing in this layer", n);
+    ct_cuda *cu = ct_cuda_of(be);
+    bn_key key = {n, s.h, s.w, s.c};
+    void *entry = NULL;
+    ct_status st = ct_cuda_dnn_cache_get(cu, &cu->bn, &bn_entries, &key, NULL, &entry, err);
+    *e = entry;
+    return st;
+}
+
+// x, y: (n, h, w, c) fp32; gamma (w), beta (b): (c); aux: (mean[c], invstd[c]) of the batch, written
+// in training; state: (running mean[c], running var[c]), updated in training, read in evaluation
+static ct_status batchnorm_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
+{
+    ct_cuda *cu = ct_cuda_of(be);
+    bn_entry *e = NULL;
+    ct_status st = bn_prepare(be, l, n, &e, err);
+    if (st != CT_OK)
+        return st;
+    const int c = l->out.c;
+    const double eps = l->cfg->epsilon;
+    const float one = 1.0f, zero = 0.0f;
+    const float *x = ct_f32(l->x[0]), *gamma = ct_f32(l->w), *beta = ct_f32(l->b);
+    float *y = ct_f32(l->y), *run_mean = ct_f32(l->state), *run_var = run_mean + c;
+    if (!training) {
+        CT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(cu->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, e->x,
+                                                               x, e->x, y, e->param, gamma, beta, run_mean, run_var,
+                                                               eps), err);
+        return CT_OK;
+    }
+    if (!l->aux)
+        return ct_fail(err, CT_ERR_INTERNAL, "batch norm has no tensor for its saved statistics");
+    float *save_mean = ct_f32(l->aux), *save_invstd = save_mean + c;
+    const double momentum = l->cfg->momentum;
+    if ((long)n * l->out.h * l->out.w > 1) {
+        /* run = (1 - factor) run + factor batch: PyTorch's momentum is that factor, and cuDNN's
+         * running variance is the unbiased one, as PyTorch's (which hands running_var to cuDNN as
+         * is). The saved "inverse variance" is 1 / sqrt(var + eps) of the biased batch variance,
+         * the CPU's invstd. */
+        CT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(cu->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, e->x,
+                                                              x, e->x, y, e->param, gamma, beta, momentum, run_mean,
+                                                              run_var, eps, save_mean, save_invstd), err);
+        return CT_OK;
+    }
+    /* One value per channel has no unbiased variance (n/(n-1) divides by zero), so the CPU
+     * backend blends in the biased 0 instead. cuDNN takes no running statistics here (both
+     * pointers NULL) and the blend is done apart: mean = m batch + (1 - m) mean, var *= 1 - m. */
+    const float m = (float)momentum, keep = 1.0f - (float)momentum;
+    CT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(cu->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, e->x, x,
+                                                          e->x, y, e->param, gamma, beta, momentum, NULL, NULL, eps,
+                                                          save_mean, save_invstd), err);
+    CT_CUDNN_CHECK(cudnnAddTensor(cu->dnn, &m, e->param, save_mean, &keep, e->param, run_mean), err);
+    CT_CUDNN_CHECK(cudnnScaleTensor(cu->dnn, e->param, run_var, &keep), err);
+    return CT_OK;
+}
+
+// x, dy: (n, h, w, c) fp32; gamma: (c); aux: the forward's (mean[c], invstd[c]);
+// dx: like x, += (NULL: the network's input, computed into the scratch and dropped);
+// dgamma (dw), dbeta (db): (c), +=
+static ct_status batchnorm_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
+{
+    ct_cuda *cu = ct_cuda_of(be);
+    bn_entry *e = NULL;
+    ct_status st = bn_prepare(be, l, n, &e, err);
+    if (st != CT_OK)
+        return st;
+    if (!l->aux || !l->dw || !l->db)
+        return ct_fail(err, CT_ERR_INTERNAL, "batch norm backward lacks its saved statistics or parameter gradients");
+    const int c = l->out.c;
+    const float one = 1.0f, zero = 0.0f;
+    /* cuDNN always writes dx; with no producer to receive it, the scratch takes it (beta 0 so its
+     * old contents are not read) */
+    float *dx = ct_f32(l->dx[0]);
+    const float *beta_dx = &one;
+    if (!dx) {
+        if (!cu->scratch || cu->scratch == ct_f32(l->dy) ||
+            cu->scratch_size < (size_t)ct_cuda_out_count(l, n) * sizeof(float))
+            return ct_fail(err, CT_ERR_INTERNAL, "batch norm backward has no scratch to discard dx into");
+        dx = cu->scratch;
+        beta_dx = &zero;
+    }
+    const float *saved = ct_f32(l->aux);
+    CT_CUDNN_CHECK(cudnnBatchNormalizationBackward(cu->dnn, CUDNN_BATCHNORM_SPATIAL, &one, beta_dx, &one, &one, e->x,
+                                                   ct_f32(l->x[0]), e->x, ct_f32(l->dy), e->x, dx, e->param,
+                                                   ct_f32(l->w), ct_f32(l->dw), ct_f32(l->db),
+                                                   (double)l->cfg->epsilon, saved, saved + c), err);
+    return CT_OK;
+}
+
+// x -> y: (n, h, w, c) fp32; failures name the layer
+static ct_status batchnorm_forward_op(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
+{
+    ct_status st = ct_cuda_check_layer(l, n, err);
+    return st != CT_OK || n == 0 ? st : ct_cuda_named(l, batchnorm_forward(be, l, n, training, err), err);
+}
+
+// dy: (n, h, w, c) fp32 -> dx (same), dgamma, dbeta (c), each += ; failures name the layer
+static ct_status batchnorm_backward_op(ct_backend *be, ct_layer *l, int n, ct_err *err)
+{
+    ct_status st = ct_cuda_check_layer(l, n, err);
+    return st != CT_OK || n == 0 ? st : ct_cuda_named(l, batchnorm_backward(be, l, n, err), err);
+}
+
+const ct_layer_ops ct_cuda_batchnorm_ops = {
+    .forward = batchnorm_forward_op,
+    .backward = batchnorm_backward_op,
+    .workspace_bytes = NULL,
+};

@@ -1,0 +1,213 @@
+/* The CUDA device: one ordinal, its compute stream (every layer, the loss, the optimizer, and the
+ * memory operations here) and its copy stream (the input staging's host-to-device copies), pinned
+ * host memory, and the events behind the timing marks. What runs on it is the backend (backend.c). */
+#include <stdlib.h>
+
+#include "cuda/cuda_internal.h"
+
+static ct_cuda_dev *dev_of(ct_device *d) { return (ct_cuda_dev *)d->impl; }
+
+static ct_status cuda_activate(ct_device *d, ct_err *err)
+{
+    CT_CUDA_CHECK(cudaSetDevice(d->ordinal), err);
+    return CT_OK;
+}
+
+static void *cuda_alloc(ct_device *d, size_t bytes)
+{
+    void *p = NULL;
+    if (cudaSetDevice(d->ordinal) != cudaSuccess || cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        (void)cudaGetLastError();  /* an allocation failure is reported by the caller, not by the next launch */
+        return NULL;
+    }
+    /* The clear goes on the compute stream, in order before every later use. cudaMemset would run
+     * on the legacy default stream, asynchronously to the host and unordered with the non-blocking
+     * compute stream: an upload or copy into the buffer could land before the zeros. */
+    if (cudaMemsetAsync(p, 0, bytes ? bytes : 1, dev_of(d)->compute) != cudaSuccess) {
+        (void)cudaGetLastError();
+        cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_free(ct_device *d, void *ptr)
+{
+    (void)d;
+    cudaFree(ptr); /* nothing useful to do with a failure while releasing */
+}
+
+/* Callable from the pipeline's worker threads: selects the device first (a thread's current
+ * device starts at 0), and asks for portable memory, pinned for every context. */
+static void *cuda_host_alloc(ct_device *d, size_t bytes)
+{
+    void *p = NULL;
+    if (cudaSetDevice(d->ordinal) != cudaSuccess ||
+        cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+        (void)cudaGetLastError();  /* reported by the caller as out of memory, not by the next launch */
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_host_free(ct_device *d, void *ptr)
+{
+    (void)d;
+    if (ptr)
+        cudaFreeHost(ptr);
+}
+
+static ct_status cuda_upload(ct_device *d, void *dst, const void *src, size_t bytes, ct_err *err)
+{
+    cudaStream_t s = dev_of(d)->compute;
+    CT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), err);
+    /* From pageable memory the async copy "might be synchronous" (CUDA's API synchronization
+     * notes), no more: callers free src on return (parameter initialisation, checkpoint restore),
+     * and uploads are setup work, so wait until the copy has read it. */
+    CT_CUDA_CHECK(cudaStreamSynchronize(s), err);
+    return CT_OK;
+}
+
+static ct_status cuda_download(ct_device *d, void *dst, const void *src, size_t bytes, ct_err *err)
+{
+    cudaStream_t s = dev_of(d)->compute;
+    CT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), err);
+    CT_CUDA_CHECK(cudaStreamSynchronize(s), err);
+    return CT_OK;
+}
+
+static ct_status cuda_copy(ct_device *d, void *dst, const void *src, size_t bytes, ct_err *err)
+{
+    CT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, dev_of(d)->compute), err);
+    return CT_OK;
+}
+
+static ct_status cuda_zero(ct_device *d, void *ptr, size_t bytes, ct_err *err)
+{
+    CT_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, dev_of(d)->compute), err);
+    return CT_OK;
+}
+
+/* cudaMemGetInfo reports on the calling thread's current device: select this one first. */
+static ct_status cuda_memory(ct_device *d, size_t *free_bytes, size_t *total_bytes, ct_err *err)
+{
+    size_t avail = 0, total = 0;
+    CT_CUDA_CHECK(cudaSetDevice(d->ordinal), err);
+    CT_CUDA_CHECK(cudaMemGetInfo(&avail, &total), err);
+    if (free_bytes)
+        *free_bytes = avail;
+    if (total_bytes)
+        *total_bytes = total;
+    return CT_OK;
+}
+
+static ct_status cuda_synchronize(ct_device *d, ct_err *err)
+{
+    CT_CUDA_CHECK(cudaStreamSynchronize(dev_of(d)->compute), err);
+    return CT_OK;
+}
+
+static ct_status cuda_mark(ct_device *d, int slot, ct_err *err)
+{
+    if (slot < 0 || slot >= CT_DEVICE_MARKS)
+        return ct_fail(err, CT_ERR_USAGE, "timing mark %d out of range", slot);
+    ct_cuda_dev *cd = dev_of(d);
+    CT_CUDA_CHECK(cudaEventRecord(cd->marks[slot], cd->compute), err);
+    return CT_OK;
+}
+
+static ct_status cuda_elapsed(ct_device *d, int a, int b, double *ms, ct_err *err)
+{
+    if (a < 0 || a >= CT_DEVICE_MARKS || b < 0 || b >= CT_DEVICE_MARKS)
+        return ct_fail(err, CT_ERR_USAGE, "timing marks %d, %d out of range", a, b);
+    ct_cuda_dev *cd = dev_of(d);
+    float elapsed = 0.0f;
+    CT_CUDA_CHECK(cudaEventSynchronize(cd->marks[b]), err);
+    CT_CUDA_CHECK(cudaEventElapsedTime(&elapsed, cd->marks[a], cd->marks[b]), err);
+    *ms = elapsed;
+    return CT_OK;
+}
+
+/* Teardown: nothing useful to do with a failure while releasing. */
+static void cuda_destroy(ct_device *d)
+{
+    if (!d)
+        return;
+    ct_cuda_dev *cd = d->impl;
+    if (cd) {
+        cudaSetDevice(d->ordinal);
+        if (cd->compute)
+            cudaStreamSynchronize(cd->compute);
+        for (int i = 0; i < CT_DEVICE_MARKS; i++)
+            if (cd->marks[i])
+                cudaEventDestroy(cd->marks[i]);
+        if (cd->copy)
+            cudaStreamDestroy(cd->copy);
+        if (cd->compute)
+            cudaStreamDestroy(cd->compute);
+        free(cd);
+    }
+    free(d);
+}
+
+static const ct_device_ops cuda_device_ops = {
+    .name = "cuda",
+    .activate = cuda_activate,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .copy = cuda_copy,
+    .zero = cuda_zero,
+    .memory = cuda_memory,
+    .synchronize = cuda_synchronize,
+    .mark = cuda_mark,
+    .elapsed = cuda_elapsed,
+    .destroy = cuda_destroy,
+};
+
+ct_cuda_dev *ct_cuda_dev_of(ct_device *d)
+{
+    return d && d->ops == &cuda_device_ops ? (ct_cuda_dev *)d->impl : NULL;
+}
+
+static ct_status create_streams(ct_device *d, ct_err *err)
+{
+    ct_cuda_dev *cd = dev_of(d);
+    CT_CUDA_CHECK(cudaSetDevice(d->ordinal), err);
+    CT_CUDA_CHECK(cudaStreamCreateWithFlags(&cd->compute, cudaStreamNonBlocking), err);
+    CT_CUDA_CHECK(cudaStreamCreateWithFlags(&cd->copy, cudaStreamNonBlocking), err);
+    for (int i = 0; i < CT_DEVICE_MARKS; i++)
+        CT_CUDA_CHECK(cudaEventCreate(&cd->marks[i]), err);
+    return CT_OK;
+}
+
+ct_status ct_cuda_device_create(ct_device **out, int ordinal, ct_err *err)
+{
+    *out = NULL;
+    int count = 0;
+    cudaError_t rc = cudaGetDeviceCount(&count);
+    if (rc != cudaSuccess) {
+        (void)cudaGetLastError();  /* reported here, not again by the next launch */
+        return CT_CUDA_STATUS(rc, err);
+    }
+    if (ordinal < 0 || ordinal >= count)
+        return ct_fail(err, CT_ERR_USAGE, "CUDA device %d does not exist (%d visible)", ordinal, count);
+    ct_device *d = calloc(1, sizeof *d);
+    ct_cuda_dev *cd = calloc(1, sizeof *cd);
+    if (!d || !cd) {
+        free(d);
+        free(cd);
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory creating the CUDA device");
+    }
+    *d = (ct_device){.ops = &cuda_device_ops, .ordinal = ordinal, .host_memory = 0, .impl = cd};
+    ct_status st = create_streams(d, err);
+    if (st != CT_OK) {
+        cuda_destroy(d);
+        return st;
+    }
+    *out = d;
+    return CT_OK;
+}
