@@ -14,7 +14,7 @@
 #include "base/rng.h"
 #include "data/dataset.h"
 
-void ct_augment_from_config(ct_augment *aug, const ct_data_config *dc, int channels)
+void ct_augment_from_config(ct_augment *aug, const ct_data_settings *dc, int channels)
 {
     memset(aug, 0, sizeof *aug);
     aug->crop_pad = dc->crop_pad > 0 ? dc->crop_pad : 0;

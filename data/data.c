@@ -34,7 +34,7 @@ static ct_status need(const char *value, const char *key, const char *why, ct_da
 }
 
 /* Every path or size the format needs is present (before any file is touched). */
-static ct_status check_config(const ct_data_config *dc, ct_err *err)
+static ct_status check_config(const ct_data_settings *dc, ct_err *err)
 {
     ct_status st = CT_OK;
     switch (dc->format) {
@@ -64,7 +64,7 @@ static ct_status check_config(const ct_data_config *dc, ct_err *err)
 }
 
 /* The per-sample shape is one the batcher can normalise, as `normalize` describes it. */
-static ct_status check_shape(const ct_data_config *dc, ct_shape s, const char *source, ct_err *err)
+static ct_status check_shape(const ct_data_settings *dc, ct_shape s, const char *source, ct_err *err)
 {
     if (s.c > CT_MAX_CHANNELS)
         return ct_fail(err, CT_ERR_DATA, "%s: images have %d channels; at most %d are supported",
@@ -80,7 +80,7 @@ static ct_status check_shape(const ct_data_config *dc, ct_shape s, const char *s
     return CT_OK;
 }
 
-static ct_status load_sets(const ct_data_config *dc, uint64_t seed, ct_dataset *train, ct_dataset *test,
+static ct_status load_sets(const ct_data_settings *dc, uint64_t seed, ct_dataset *train, ct_dataset *test,
                            ct_err *err)
 {
     ct_status st = CT_OK;
@@ -109,7 +109,7 @@ static ct_status load_sets(const ct_data_config *dc, uint64_t seed, ct_dataset *
 
 /* Train and test must look alike to one network; the class count covers both label sets so a
  * test label can never index past the output layer. */
-static ct_status reconcile(const ct_data_config *dc, ct_dataset *train, ct_dataset *test, ct_err *err)
+static ct_status reconcile(const ct_data_settings *dc, ct_dataset *train, ct_dataset *test, ct_err *err)
 {
     ct_status st = check_shape(dc, train->shape, dc->train ? dc->train : "[data]", err);
     if (st != CT_OK || test->count == 0)
@@ -123,7 +123,7 @@ static ct_status reconcile(const ct_data_config *dc, ct_dataset *train, ct_datas
     return CT_OK;
 }
 
-ct_status ct_data_load(const ct_data_config *dc, uint64_t seed, ct_dataset *train, ct_dataset *test,
+ct_status ct_data_load(const ct_data_settings *dc, uint64_t seed, ct_dataset *train, ct_dataset *test,
                        ct_err *err)
 {
     memset(train, 0, sizeof *train);
@@ -142,7 +142,7 @@ ct_status ct_data_load(const ct_data_config *dc, uint64_t seed, ct_dataset *trai
 
 /* IDX class count as ct_data_load would find it: 1 + the largest label of the train and test
  * label files. Loading one image reads every label (they are small) and the headers only. */
-static ct_status idx_classes(const ct_data_config *dc, int *classes, ct_err *err)
+static ct_status idx_classes(const ct_data_settings *dc, int *classes, ct_err *err)
 {
     ct_dataset ds;
     ct_status st = ct_idx_load(&ds, dc->train, dc->train_labels, 1, err);
@@ -156,7 +156,7 @@ static ct_status idx_classes(const ct_data_config *dc, int *classes, ct_err *err
     return st;
 }
 
-ct_status ct_data_probe(const ct_data_config *dc, ct_shape *shape, int *classes, ct_err *err)
+ct_status ct_data_probe(const ct_data_settings *dc, ct_shape *shape, int *classes, ct_err *err)
 {
     ct_status st = check_config(dc, err);
     if (st != CT_OK)

@@ -7,7 +7,9 @@
 #define CT_DATASET_H
 
 #include <stdint.h>
-#include "config/config.h"
+
+#include "base/status.h"
+#include "data/settings.h"
 
 typedef struct ct_dataset {
     uint8_t *images;   /* (count, h, w, c) */
@@ -33,9 +35,9 @@ ct_status ct_synthetic_make(ct_dataset *ds, ct_shape shape, int classes, long co
 void ct_dataset_free(ct_dataset *ds);
 
 /* Loads train and test sets as the config says. test->count is 0 when there is no test set. */
-ct_status ct_data_load(const ct_data_config *dc, uint64_t seed, ct_dataset *train, ct_dataset *test, ct_err *err);
+ct_status ct_data_load(const ct_data_settings *dc, uint64_t seed, ct_dataset *train, ct_dataset *test, ct_err *err);
 /* The per-sample input shape and class count, without loading everything. */
-ct_status ct_data_probe(const ct_data_config *dc, ct_shape *shape, int *classes, ct_err *err);
+ct_status ct_data_probe(const ct_data_settings *dc, ct_shape *shape, int *classes, ct_err *err);
 
 typedef struct ct_augment {
     int crop_pad;      /* pad by this many zero pixels, then crop back at a random offset */
@@ -43,7 +45,7 @@ typedef struct ct_augment {
     float mean[CT_MAX_CHANNELS], std[CT_MAX_CHANNELS];  /* per channel, after scaling to [0,1] */
 } ct_augment;
 
-void ct_augment_from_config(ct_augment *aug, const ct_data_config *dc, int channels);
+void ct_augment_from_config(ct_augment *aug, const ct_data_settings *dc, int channels);
 /* ((p / 255) - mean) / std folded into p * scale + bias per channel (CT_MAX_CHANNELS each): the
  * one place these floats are computed, so the device's augmentation gets the same bits. */
 void ct_augment_fold(const ct_augment *aug, float *scale, float *bias);

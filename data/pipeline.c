@@ -1,4 +1,4 @@
-/* The input pipeline's host side (see pipeline.h for the contract).
+/* The input pipeline's host side (see pipeline.h for the contract): the ring and its workers.
  *
  * Parallel mode. A ring of slots, each one host buffer for a whole batch (x, then y). Workers
  * claim batches strictly in order (next_claim++ under the lock) whenever one of the first `depth`
@@ -7,7 +7,7 @@
  * contents depend only on (seed, epoch, b), never on which worker made it. A slot is free again
  * when the consumer releases it. Everything shared is guarded by one mutex; workers wait on
  * work_cv (a slot freed, an epoch started, quit), the consumer on ready_cv (a batch ready, a
- * failure, a drain finishing).
+ * failure, a drain finishing). How many workers run and how deep the ring is: pipeline_auto.c.
  *
  * Sync mode. No threads and one buffer: next() makes the batch there, sample by sample, on the
  * caller's thread; the caller waits the whole time.
@@ -19,11 +19,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "base/rng.h"
-#include "data/pipeline.h"
+#include "data/pipeline_internal.h"
 
 enum {
     SLOT_FREE,
@@ -32,80 +30,18 @@ enum {
     SLOT_HELD       /* handed to the consumer, not yet released */
 };
 
-/* workers = auto: the calibration window, in batches delivered since create (see pipeline.h) */
-enum { CALIB_SKIP = 2, CALIB_END = 10, AUTO_MAX_DEPTH = 8, CALIB_DEPTH = 3 };
-#define AUTO_HEADROOM 1.25
-
-typedef struct slot {
+struct slot {
     void *mem;      /* x (64-byte aligned size) then y; NULL until first filled */
     int state;
     long batch;
     int n;
     int epoch;
-} slot;
-
-typedef struct worker_arg {
-    ct_pipeline *p;
-    int id;         /* 1-based, as in messages and the test hook */
-} worker_arg;
-
-struct ct_pipeline {
-    ct_pipeline_config cfg;
-    ct_augment aug;
-    long count;
-    int batch, cap;            /* cap = min(batch, count): samples a slot holds */
-    long batches;              /* per epoch, drop_last applied */
-    long steps_seed;           /* ceil(count / batch) */
-    size_t sample_elems;       /* h * w * c */
-    size_t y_offset, slot_bytes;
-    long *order;               /* the epoch's sample order */
-
-    /* sizing */
-    int max_slots;             /* slots[] length */
-    int depth;                 /* slots in use: [0, depth) */
-    int want_workers;          /* threads that should run */
-    int max_workers;           /* auto's upper bound */
-    int workers_auto, prefetch_auto, decided;
-
-    slot *slots;
-    pthread_t *threads;
-    worker_arg *args;
-    int threads_cap, spawned;
-
-    pthread_mutex_t mu;
-    pthread_cond_t work_cv, ready_cv;
-    int started;               /* an epoch has been started since create */
-    int running;               /* workers may claim batches */
-    int quit;                  /* workers must exit */
-    int epoch;
-    long next_claim, next_out, end;
-    int held, filling;
-    int failed;
-    ct_err fail;
-
-    /* producer figures (under mu) */
-    double fill_seconds;
-    long fill_images;
-
-    /* consumer figures (consumer thread only) */
-    double last_return;        /* when next() last handed out a batch; 0: none to time */
-    int last_n;
-    double busy_seconds;
-    long busy_images;
-    long delivered, delivered_images;
-    double wait_total;
-
-    /* sync mode */
-    void *sync_mem;
-    int sync_held;
 };
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+struct worker_arg {
+    ct_pipeline *p;
+    int id;         /* 1-based, as in messages and the test hook */
+};
 
 static size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -125,14 +61,6 @@ static void slot_free(ct_pipeline *p, void *mem)
     else
         free(mem);
 }
-
-static int online_cores(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > 4096 ? 4096 : (int)n;
-}
-
-static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 static uint64_t batch_seed(const ct_pipeline *p, int epoch, long b)
 {
@@ -228,10 +156,10 @@ static void *worker_main(void *arg)
                 st = ct_fail(&e, CT_ERR_NOMEM, "cannot allocate %zu bytes of host memory for prefetch slot %d",
                              p->slot_bytes, s);
         }
-        double t0 = now_seconds();
+        double t0 = ct_pipeline_now();
         if (st == CT_OK)
             make_batch(p, sl->mem, epoch, b, n);
-        double dt = now_seconds() - t0;
+        double dt = ct_pipeline_now() - t0;
 
         pthread_mutex_lock(&p->mu);
         p->filling--;
@@ -259,9 +187,8 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Starts workers until want_workers run; called with mu held. Workers block every signal, so
- * SIGINT and friends reach the trainer's thread. Returns 0 or an errno. */
-static int spawn_workers(ct_pipeline *p)
+/* Workers block every signal, so SIGINT and friends reach the trainer's thread. */
+int ct_pipeline_spawn_workers(ct_pipeline *p)
 {
     int rc = 0;
     sigset_t all, old;
@@ -286,34 +213,9 @@ static void reset_slots(ct_pipeline *p)
     p->held = 0;
 }
 
-/* workers = auto: the choice from what was measured (pipeline.h); called with mu held. */
-static void decide_auto(ct_pipeline *p)
-{
-    if (p->decided)
-        return;
-    p->decided = 1;
-    int w = p->max_workers;
-    double producer = p->fill_seconds > 0 && p->fill_images > 0 ? (double)p->fill_images / p->fill_seconds : 0.0;
-    double consumer = p->busy_seconds > 0 && p->busy_images > 0 ? (double)p->busy_images / p->busy_seconds : 0.0;
-    if (producer > 0 && consumer > 0) {
-        double need = AUTO_HEADROOM * consumer / producer;
-        w = need >= (double)p->max_workers ? p->max_workers : (int)need + ((double)(int)need < need);
-    }
-    w = clampi(w, 1, p->max_workers);
-    if (!p->prefetch_auto && w > p->cfg.prefetch)
-        w = p->cfg.prefetch;
-    p->want_workers = w;
-    if (p->prefetch_auto)
-        p->depth = clampi(w + 2, 2, AUTO_MAX_DEPTH);
-    /* a thread that cannot start leaves a smaller pool, which still works */
-    spawn_workers(p);
-    p->want_workers = p->spawned;
-    pthread_cond_broadcast(&p->work_cv);
-}
-
 /* ---- the API ---- */
 
-void ct_pipeline_config_init(ct_pipeline_config *pc, const ct_data_config *dc, const ct_dataset *ds,
+void ct_pipeline_config_init(ct_pipeline_config *pc, const ct_data_settings *dc, const ct_dataset *ds,
                              const ct_augment *aug, int batch, uint64_t seed, int training)
 {
     memset(pc, 0, sizeof *pc);
@@ -408,19 +310,7 @@ ct_status ct_pipeline_create(ct_pipeline **out, const ct_pipeline_config *cfg, c
         if (!(p->sync_mem = default_alloc(p->slot_bytes)))
             goto nomem;
     } else {
-        p->workers_auto = cfg->workers == 0;
-        p->prefetch_auto = cfg->prefetch == 0;
-        p->max_workers = clampi(online_cores() - 1, 1, CT_PIPELINE_MAX_WORKERS);
-        if (p->workers_auto) {
-            p->want_workers = 1;
-            p->threads_cap = p->max_workers;
-            p->max_slots = p->prefetch_auto ? AUTO_MAX_DEPTH : cfg->prefetch;
-            p->depth = p->prefetch_auto ? CALIB_DEPTH : cfg->prefetch;
-        } else {
-            p->want_workers = p->threads_cap = cfg->workers;
-            p->max_slots = p->depth = p->prefetch_auto ? clampi(cfg->workers + 2, 2, AUTO_MAX_DEPTH) : cfg->prefetch;
-            p->decided = 1;
-        }
+        ct_pipeline_auto_size(p);
         p->slots = calloc((size_t)p->max_slots, sizeof *p->slots);
         p->threads = calloc((size_t)p->threads_cap, sizeof *p->threads);
         p->args = calloc((size_t)p->threads_cap, sizeof *p->args);
@@ -498,8 +388,8 @@ ct_status ct_pipeline_start_epoch(ct_pipeline *p, int epoch, long first_batch, c
     while (p->filling > 0)
         pthread_cond_wait(&p->ready_cv, &p->mu);
     reset_slots(p);
-    if (p->started && !p->decided)
-        decide_auto(p);   /* the first epoch ended before the calibration window did */
+    if (p->started)
+        ct_pipeline_auto_decide(p);   /* the first epoch ended before the calibration window did */
     if (p->cfg.shuffle)
         ct_shuffle_indices(p->order, p->count, p->cfg.seed, epoch);
     p->epoch = epoch;
@@ -507,7 +397,7 @@ ct_status ct_pipeline_start_epoch(ct_pipeline *p, int epoch, long first_batch, c
     p->end = p->batches;
     p->running = 1;
     p->started = 1;
-    int rc = spawn_workers(p);
+    int rc = ct_pipeline_spawn_workers(p);
     int spawned = p->spawned;
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
@@ -554,7 +444,7 @@ static ct_status next_sync(ct_pipeline *p, ct_batch_view *out, double t0, double
     fill_view(p, out, 0, p->sync_mem, p->epoch, b, n);
     p->next_out++;
     p->sync_held = 1;
-    double wait = now_seconds() - t0;
+    double wait = ct_pipeline_now() - t0;
     p->fill_seconds += wait;   /* the caller is the one producer */
     p->fill_images += n;
     p->wait_total += wait;
@@ -567,7 +457,7 @@ static ct_status next_sync(ct_pipeline *p, ct_batch_view *out, double t0, double
 
 ct_status ct_pipeline_next(ct_pipeline *p, ct_batch_view *out, double *wait_seconds, ct_err *err)
 {
-    double t0 = now_seconds();
+    double t0 = ct_pipeline_now();
     if (wait_seconds)
         *wait_seconds = 0;
     if (!p->started)
@@ -575,16 +465,11 @@ ct_status ct_pipeline_next(ct_pipeline *p, ct_batch_view *out, double *wait_seco
     if (p->cfg.sync)
         return next_sync(p, out, t0, wait_seconds, err);
 
-    /* the consumer's own time since the last batch, for workers = auto */
-    if (!p->decided && p->last_return > 0 && p->delivered > CALIB_SKIP) {
-        p->busy_seconds += t0 - p->last_return;
-        p->busy_images += p->last_n;
-    }
+    ct_pipeline_auto_observe(p, t0);
     p->last_return = 0;
 
     pthread_mutex_lock(&p->mu);
-    if (!p->decided && p->delivered >= CALIB_END)
-        decide_auto(p);
+    ct_pipeline_auto_check(p);
     int s = -1;
     for (;;) {
         if (p->failed) {
@@ -594,8 +479,7 @@ ct_status ct_pipeline_next(ct_pipeline *p, ct_batch_view *out, double *wait_seco
             return st;
         }
         if (p->next_out >= p->end) {
-            if (!p->decided)
-                decide_auto(p);   /* a first epoch shorter than the window */
+            ct_pipeline_auto_decide(p);   /* a first epoch shorter than the window */
             pthread_mutex_unlock(&p->mu);
             end_view(out, p->epoch);
             return CT_OK;
@@ -622,7 +506,7 @@ ct_status ct_pipeline_next(ct_pipeline *p, ct_batch_view *out, double *wait_seco
     fill_view(p, out, s, sl->mem, sl->epoch, sl->batch, sl->n);
     pthread_mutex_unlock(&p->mu);
 
-    double t1 = now_seconds();
+    double t1 = ct_pipeline_now();
     p->wait_total += t1 - t0;
     p->delivered++;
     p->delivered_images += out->n;
@@ -682,89 +566,4 @@ void ct_pipeline_destroy(ct_pipeline *p)
     pthread_cond_destroy(&p->work_cv);
     pthread_mutex_destroy(&p->mu);
     free(p);
-}
-
-void ct_pipeline_get_stats(const ct_pipeline *p, ct_pipeline_stats *out)
-{
-    memset(out, 0, sizeof *out);
-    pthread_mutex_t *mu = (pthread_mutex_t *)&p->mu;   /* the figures move under the lock */
-    pthread_mutex_lock(mu);
-    if (p->cfg.sync) {
-        out->workers = 0;
-        out->prefetch = 1;
-    } else {
-        out->workers = p->spawned > 0 ? p->spawned : p->want_workers;
-        out->prefetch = p->depth;
-    }
-    out->workers_auto = p->workers_auto;
-    out->prefetch_auto = p->prefetch_auto;
-    out->decided = p->decided;
-    out->worker_images_per_s = p->fill_seconds > 0 ? (double)p->fill_images / p->fill_seconds : 0.0;
-    out->producer_images_per_s = out->worker_images_per_s * (out->workers > 0 ? out->workers : 1);
-    out->consumer_images_per_s = p->busy_seconds > 0 ? (double)p->busy_images / p->busy_seconds : 0.0;
-    out->batches = p->delivered;
-    out->images = p->delivered_images;
-    out->wait_seconds = p->wait_total;
-    pthread_mutex_unlock(mu);
-}
-
-void ct_pipeline_info(const ct_pipeline *p, int *workers, int *prefetch, double *producer_images_per_s)
-{
-    ct_pipeline_stats s;
-    ct_pipeline_get_stats(p, &s);
-    if (workers)
-        *workers = s.workers;
-    if (prefetch)
-        *prefetch = s.prefetch;
-    if (producer_images_per_s)
-        *producer_images_per_s = s.producer_images_per_s;
-}
-
-ct_status ct_pipeline_bench(const ct_pipeline_config *cfg, long warmup, long batches, ct_pipeline_bench_result *out,
-                            ct_err *err)
-{
-    memset(out, 0, sizeof *out);
-    if (warmup < 0 || batches < 1)
-        return ct_fail(err, CT_ERR_USAGE, "input bench: needs at least 1 timed batch and no negative warm-up");
-    ct_pipeline *p;
-    ct_status st = ct_pipeline_create(&p, cfg, err);
-    if (st != CT_OK)
-        return st;
-    long done = 0, images = 0, total = warmup + batches;
-    double started = 0, wait_sum = 0;
-    if (warmup == 0)
-        started = now_seconds();
-    for (int epoch = 0; st == CT_OK && done < total; epoch++) {
-        if ((st = ct_pipeline_start_epoch(p, epoch, 0, err)) != CT_OK)
-            break;
-        while (done < total) {
-            ct_batch_view v;
-            double wait;
-            if ((st = ct_pipeline_next(p, &v, &wait, err)) != CT_OK || v.n == 0)
-                break;
-            ct_pipeline_release(p, v.slot);
-            done++;
-            if (done > warmup) {
-                images += v.n;
-                wait_sum += wait;
-            }
-            if (done == warmup)
-                started = now_seconds();
-        }
-    }
-    double seconds = now_seconds() - started;
-    if (st == CT_OK) {
-        ct_pipeline_stats s;
-        ct_pipeline_get_stats(p, &s);
-        out->batches = batches;
-        out->images = images;
-        out->seconds = seconds;
-        out->images_per_s = seconds > 0 ? (double)images / seconds : 0.0;
-        out->wait_seconds = wait_sum;
-        out->workers = s.workers;
-        out->prefetch = s.prefetch;
-        out->sync = cfg->sync != 0;
-    }
-    ct_pipeline_destroy(p);
-    return st;
 }

@@ -1,4 +1,4 @@
-/* The input pipeline's host side (DESIGN.md, "Input pipeline"): a pool of worker threads that
+/* The input pipeline's host side (engine/README.md, "Input pipeline"): a pool of worker threads that
  * assemble whole batches, in order, into a ring of host buffers, and the naive mode that does the
  * same on the caller's thread, sample by sample.
  *
@@ -69,7 +69,7 @@ typedef struct ct_pipeline_config {
 
 /* Fills pc from [data] (workers, prefetch, augment_on, pipeline, drop_last) and the rest.
  * training: shuffle and augment (the train set) or neither (evaluation). Hooks are left NULL. */
-void ct_pipeline_config_init(ct_pipeline_config *pc, const ct_data_config *dc, const ct_dataset *ds,
+void ct_pipeline_config_init(ct_pipeline_config *pc, const ct_data_settings *dc, const ct_dataset *ds,
                              const ct_augment *aug, int batch, uint64_t seed, int training);
 
 typedef struct ct_batch_view {

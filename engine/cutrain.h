@@ -15,6 +15,8 @@
 #ifndef CUTRAIN_H
 #define CUTRAIN_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -222,6 +224,28 @@ ct_status ct_doctor(ct_doctor_report *report);
 
 /* The message of the last failure on this handle ("" when none). Safe on NULL. */
 const char *ct_errmsg(const ct_net *net);
+
+/* ---- files and formatting without a handle (what the command needs besides a network) ---- */
+
+/* Images as a data file holds them, the layout ct_predict takes. */
+typedef struct ct_images {
+    unsigned char *pixels;  /* (count, h, w, c) uint8; freed by ct_free_images */
+    long count;
+    int h, w, c;
+} ct_images;
+
+/* Reads an IDX image file (magic 0x00000803: n, rows, cols; or 0x00000804: n, h, w, c), raw or
+ * gzip (told by content, not by name), into *out. With no handle to hold it, the message goes to
+ * the caller's buffer: on failure msg receives a message naming the file (truncated to msg_size
+ * bytes, always NUL-terminated), on success ""; msg may be NULL. *out is empty on failure. */
+ct_status ct_read_idx_images(const char *path, ct_images *out, char *msg, size_t msg_size);
+/* Frees the pixels and empties *images; safe on NULL and on an empty or already freed set. */
+void ct_free_images(ct_images *images);
+
+/* A per-sample shape as `cutrain summary` prints it: "28x28x1", or "10" for 1x1x10. Writes at
+ * most size bytes, NUL-terminated (truncated when short); CT_ERR_USAGE when buf is NULL or size
+ * is 0. */
+ct_status ct_format_shape(int h, int w, int c, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

@@ -103,7 +103,7 @@ static void test_full(void)
     CHECK(strcmp(cfg.file, "models/net.ini") == 0);
     CHECK(strcmp(cfg.dir, "models") == 0);
 
-    const ct_data_config *d = &cfg.data;
+    const ct_data_settings *d = &cfg.data;
     CHECK(d->line == 2);
     CHECK(d->format == CT_DATA_IDX);
     CHECK(d->train && strcmp(d->train, "models/train-images.gz") == 0);
@@ -245,7 +245,7 @@ static void test_synthetic_and_defaults(void)
     CHECK(t->precision == CT_PREC_FP32);
     CHECK(strcmp(t->devices, "all") == 0);
     CHECK(t->graph == -1 && t->seed == 42 && t->threads == 0);
-    const ct_data_config *d = &cfg.data;
+    const ct_data_settings *d = &cfg.data;
     CHECK(d->line == 1);
     CHECK(d->shape.h == 28 && d->shape.w == 28 && d->shape.c == 1);
     CHECK(d->classes == 10 && d->count == 1000 && d->test_count == 200);

@@ -178,7 +178,7 @@ static void test_fmnist(void)
     fmnist_path(tl, sizeof tl, "train-labels-idx1-ubyte.gz");
     fmnist_path(vi, sizeof vi, "t10k-images-idx3-ubyte.gz");
     fmnist_path(vl, sizeof vl, "t10k-labels-idx1-ubyte.gz");
-    ct_data_config dc = {0};
+    ct_data_settings dc = {0};
     dc.format = CT_DATA_IDX;
     dc.train = ti;
     dc.train_labels = tl;
@@ -409,7 +409,7 @@ static void test_idx_files(void)
 
 /* ---- ct_data_load and ct_data_probe, config level ---- */
 
-static void expect_load_fail(const ct_data_config *dc, ct_status want, const char *what)
+static void expect_load_fail(const ct_data_settings *dc, ct_status want, const char *what)
 {
     ct_dataset train, test;
     ct_err err;
@@ -433,7 +433,7 @@ static void test_data_load(void)
     write_idx_labels(tl, tlab, 4);
     write_idx_labels(vl, vlab, 2);
 
-    ct_data_config dc = {0};
+    ct_data_settings dc = {0};
     dc.format = CT_DATA_IDX;
     expect_load_fail(&dc, CT_ERR_CONFIG, "[data] train is required for format = idx");
     dc.train = ti;
@@ -474,7 +474,7 @@ static void test_data_load(void)
     dc.std[0] = 0.0f;
     expect_load_fail(&dc, CT_ERR_CONFIG, "std");
 
-    ct_data_config syn = {0};
+    ct_data_settings syn = {0};
     syn.format = CT_DATA_SYNTHETIC;
     syn.shape = (ct_shape){8, 8, 1};
     syn.classes = 0;
@@ -484,7 +484,7 @@ static void test_data_load(void)
     syn.shape.c = 5;
     expect_load_fail(&syn, CT_ERR_CONFIG, "shape 8x8x5");
 
-    ct_data_config cif = {0};
+    ct_data_settings cif = {0};
     cif.format = CT_DATA_CIFAR10;
     expect_load_fail(&cif, CT_ERR_CONFIG, "[data] train is required for format = cifar10");
     cif.train = "/nonexistent/cifar";
@@ -595,7 +595,7 @@ static void test_cifar(void)
     CHECK(st == CT_OK && ds.count == 1 && ds.labels[0] == 9 && cifar_matches(&ds, 0, 100));
     ct_dataset_free(&ds);
 
-    ct_data_config dc = {0};
+    ct_data_settings dc = {0};
     dc.format = CT_DATA_CIFAR10;
     dc.train = dir;
     dc.test = dir;
@@ -702,7 +702,7 @@ static void test_synthetic(void)
     CHECK(ct_synthetic_make(&a, s, 0, 10, 1) == CT_ERR_USAGE && is_zeroed(&a));
 
     /* Through ct_data_load: the test set differs from the training set but is the same task. */
-    ct_data_config dc = {0};
+    ct_data_settings dc = {0};
     dc.format = CT_DATA_SYNTHETIC;
     dc.shape = (ct_shape){16, 16, 1};
     dc.classes = 10;
@@ -730,7 +730,7 @@ static void test_synthetic(void)
 
 static void test_augment_config(void)
 {
-    ct_data_config dc = {0};
+    ct_data_settings dc = {0};
     ct_augment aug;
     dc.crop_pad = 4;
     dc.flip = 1;

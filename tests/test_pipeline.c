@@ -982,7 +982,7 @@ static void test_auto(const ct_dataset *ds, const ct_augment *aug)
 
 static void test_config_init_and_bench(const ct_dataset *ds, const ct_augment *aug)
 {
-    ct_data_config dc;
+    ct_data_settings dc;
     memset(&dc, 0, sizeof dc);
     dc.workers = 3;
     dc.prefetch = 4;

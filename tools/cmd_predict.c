@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "data/dataset.h"
 
 static int write_csv(FILE *out, const int *classes, const float *probabilities, long count)
 {
@@ -27,23 +26,23 @@ int cmd_predict(const cli_options *opt)
     }
     int h, w, c;
     ct_input_shape(net, &h, &w, &c, NULL);
-    ct_dataset images;
-    ct_err err;
-    if (ct_idx_load(&images, opt->images, NULL, 0, &err) != CT_OK) {
-        fprintf(stderr, "cutrain: %s\n", err.msg);
+    ct_images images;
+    char msg[1024];
+    if (ct_read_idx_images(opt->images, &images, msg, sizeof msg) != CT_OK) {
+        fprintf(stderr, "cutrain: %s\n", msg);
         ct_close(net);
         return CLI_FAILURE;
     }
-    if (images.shape.h != h || images.shape.w != w || images.shape.c != c) {
+    if (images.h != h || images.w != w || images.c != c) {
         fprintf(stderr, "cutrain: %s holds %dx%dx%d images but the network takes %dx%dx%d\n", opt->images,
-                images.shape.h, images.shape.w, images.shape.c, h, w, c);
-        ct_dataset_free(&images);
+                images.h, images.w, images.c, h, w, c);
+        ct_free_images(&images);
         ct_close(net);
         return CLI_FAILURE;
     }
     int *classes = malloc((size_t)(images.count ? images.count : 1) * sizeof *classes);
     float *probabilities = malloc((size_t)(images.count ? images.count : 1) * sizeof *probabilities);
-    ct_status st = classes && probabilities ? ct_predict(net, images.images, images.count, classes, probabilities)
+    ct_status st = classes && probabilities ? ct_predict(net, images.pixels, images.count, classes, probabilities)
                                             : CT_ERR_NOMEM;
     rc = CLI_OK;
     if (st != CT_OK) {
@@ -63,7 +62,7 @@ int cmd_predict(const cli_options *opt)
     }
     free(classes);
     free(probabilities);
-    ct_dataset_free(&images);
+    ct_free_images(&images);
     ct_close(net);
     return rc;
 }

@@ -1,6 +1,5 @@
 /* cutrain summary: one row per layer and the totals, without loading the data. */
 #include "cli.h"
-#include "base/types.h"
 
 int cmd_summary(const cli_options *opt)
 {
@@ -21,7 +20,7 @@ int cmd_summary(const cli_options *opt)
         if (st != CT_OK)
             return cli_fail(net, st);
         char shape[48];
-        ct_shape_text((ct_shape){li.h, li.w, li.c}, shape, sizeof shape);
+        ct_format_shape(li.h, li.w, li.c, shape, sizeof shape);
         printf("%-16s %-11s %-12s %12ld %12.3f %14ld\n", li.name, li.type, shape, li.params,
                li.flops / 1e6, li.activation_bytes);
         params += li.params;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The one prepared script for the GPU machine (shared/GPU.md, "tools/device_check.sh"): about five
-# minutes on one H200. Run from the repository root:
+# The one prepared script for a GPU machine (README.md, "On the GPU"): about five minutes on one
+# H200. Run from the repository root:
 #
 #   bash tools/device_check.sh [FMNIST_DIR [PEER_DIR]]
 #
@@ -18,7 +18,8 @@
 # Arguments and variables:
 #   FMNIST_DIR / $CT_FMNIST_DIR  the four Fashion-MNIST .gz files (default fmnist, falling back to
 #                                /usr/share/datasets/fashion-mnist)
-#   PEER_DIR / $CT_PEER_DIR      holds torch_peer.py (default peer, falling back to shared/peer)
+#   PEER_DIR / $CT_PEER_DIR      holds torch_peer.py (default tools, this repository's own; also
+#                                used when the folder named has none)
 #   $CT_PYTHON                   Python with PyTorch (default /opt/torch/.venv/bin/python, else python3)
 #   $CT_BUILD                    build folder (default build-gpu)
 #   $CT_EXTRA_LIB_DIR            a folder of extra shared libraries put first on LD_LIBRARY_PATH
@@ -156,15 +157,16 @@ DATA_SETS=(--set "data.train=$DATA/train-images-idx3-ubyte.gz"
     --set "data.test=$DATA/t10k-images-idx3-ubyte.gz"
     --set "data.test_labels=$DATA/t10k-labels-idx1-ubyte.gz")
 
-PEER=${2:-${CT_PEER_DIR:-peer}}
-if [[ ! -f $PEER/torch_peer.py && -f shared/peer/torch_peer.py ]]; then PEER=shared/peer; fi
+PEER=${2:-${CT_PEER_DIR:-tools}}
+if [[ ! -f $PEER/torch_peer.py && -f $ROOT/tools/torch_peer.py ]]; then PEER=$ROOT/tools; fi
 if [[ -f $PEER/torch_peer.py ]]; then
     PEER=$(cd "$PEER" && pwd -P)
 else
     stage_failed "peer" "no torch_peer.py in '$PEER'"
 fi
 
-# The Python environment's CUDA libraries match the build machine's headers (GPU.md): first.
+# PyTorch's own CUDA libraries (its site-packages' nvidia/ folders) can be newer than the GPU
+# machine's system ones, and match the headers of a build made elsewhere: put them first.
 libdirs=()
 EXTRA_LIB=${CT_EXTRA_LIB_DIR:-$ROOT/devlibs}
 [[ -d $EXTRA_LIB ]] && libdirs+=("$(cd "$EXTRA_LIB" && pwd -P)")
@@ -352,7 +354,8 @@ for i in "${!settings[@]}"; do
             ok=$((ok + 1))
         fi
         last=$((SECONDS - t0))
-        # a third run (the median of 3, GPU.md's method) when the rest still fits the budget
+        # a third run (the median of 3, engine/README.md's performance protocol) when the rest
+        # still fits the budget
         if [[ $RUNS == auto ]] && ((r == 2 && ok > 0)) &&
             ((SECONDS + last + (n - i - 1) * (2 * last + 15) < DEADLINE - 60)); then
             runs=3
@@ -369,9 +372,9 @@ for i in "${!settings[@]}"; do
     fi
 done
 
-# ---- 3b. the input pipeline feeding the GPU (issue: input pipeline) ------------------------------
-# fmnist_cnn fp32 at batch 512 with crop+flip+normalise on the CPU workers, as the advice's user
-# had it, against PyTorch's DataLoader with 8 workers; GPU utilization sampled by nvidia-smi.
+# ---- 3b. the input pipeline feeding the GPU ----------------------------------------------------
+# fmnist_cnn fp32 at batch 512 with crop+flip+normalise on the CPU workers, the usual per-sample
+# setup, against PyTorch's DataLoader with 8 workers; GPU utilization sampled by nvidia-smi.
 # gpu_util_mean FILE: the mean of nvidia-smi's samples after the first two seconds (start-up).
 gpu_util_mean() {
     "$PYJ" -c 'import sys

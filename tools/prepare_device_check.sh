@@ -5,24 +5,28 @@
 #               CPU reference then uses its own matrix product), slimmed to what the check runs
 #               (object files and the static library removed) to fit the 64 MiB carried
 #   fmnist/     the four Fashion-MNIST .gz files (the GPU machine has no dataset package)
-#   peer/       torch_peer.py, the PyTorch side of the benchmarks
-# All three are kept out of git through .git/info/exclude. It prints the call to make.
+# Both are kept out of git through .git/info/exclude. The PyTorch side of the benchmarks,
+# tools/torch_peer.py, travels with the repository. It prints the call to make.
 #
-#   bash tools/prepare_device_check.sh [PEER_DIR] [FASHION_MNIST_DIR]
+#   bash tools/prepare_device_check.sh [FASHION_MNIST_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd -P)
-PEER_SRC=${1:-$ROOT/../shared/peer}
-DATA_SRC=${2:-/usr/share/datasets/fashion-mnist}
+DATA_SRC=${1:-/usr/share/datasets/fashion-mnist}
 export PATH="/usr/local/cuda/bin:$PATH"
 
-for p in build-gpu fmnist peer; do
+FILES=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz)
+for f in "${FILES[@]}"; do
+    if [[ ! -s $DATA_SRC/$f ]]; then
+        echo "prepare_device_check: no $f in '$DATA_SRC' (usage: $0 [FASHION_MNIST_DIR])" >&2
+        exit 2
+    fi
+done
+for p in build-gpu fmnist; do
     grep -qxF "/$p/" .git/info/exclude 2>/dev/null || echo "/$p/" >>.git/info/exclude
 done
-mkdir -p fmnist peer
-cp "$DATA_SRC"/train-images-idx3-ubyte.gz "$DATA_SRC"/train-labels-idx1-ubyte.gz \
-   "$DATA_SRC"/t10k-images-idx3-ubyte.gz "$DATA_SRC"/t10k-labels-idx1-ubyte.gz fmnist/
-cp "$PEER_SRC"/*.py peer/
+mkdir -p fmnist
+for f in "${FILES[@]}"; do cp "$DATA_SRC/$f" fmnist/; done
 
 cmake -S . -B build-gpu -G Ninja -DCUTRAIN_CUDA=ON -DCUTRAIN_OPENBLAS=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCT_FMNIST_DIR="$ROOT/fmnist"
@@ -33,7 +37,7 @@ find build-gpu -name '*.o' -delete
 find build-gpu/tests -maxdepth 1 -type f -name 'test_*' ! -name 'test_gpu_*' -delete
 rm -rf build-gpu/libcutrain.a build-gpu/CMakeFiles/3.* build-gpu/CMakeFiles/CheckCUDA
 
-total=$(du -cm build-gpu fmnist peer | tail -n 1 | cut -f 1)
-du -sh build-gpu fmnist peer
+total=$(du -cm build-gpu fmnist | tail -n 1 | cut -f 1)
+du -sh build-gpu fmnist
 echo "carried: about ${total} MiB of the 64 MiB allowed"
-echo 'run: command="bash tools/device_check.sh fmnist peer", carry=["build-gpu", "fmnist", "peer"], timeout_s=480'
+echo 'run: command="bash tools/device_check.sh fmnist", carry=["build-gpu", "fmnist"], timeout_s=480'

@@ -1,4 +1,4 @@
-/* Checkpoints (DESIGN.md, "Checkpoints"): a versioned little-endian binary file.
+/* Checkpoints (engine/README.md, "Checkpoints"): a versioned little-endian binary file.
  *
  *   magic "CUTRAIN\x1a" (8 bytes), u32 format version (CT_CHECKPOINT_VERSION), u32 header bytes
  *       (the offset of the first parameter float)
@@ -12,7 +12,12 @@
  *
  * Pure functions over memory (serialize / parse) are kept apart from the file I/O so the parser
  * can be fuzzed; ct_checkpoint_write_file replaces a file atomically (temporary file in the same
- * folder, fsync, rename, fsync of the folder): a crash leaves the old file or the new one, whole. */
+ * folder, fsync, rename, fsync of the folder): a crash leaves the old file or the new one, whole.
+ *
+ * Compatibility: this is format version 1. tests/fixtures/compat_every_layer_v1.ckpt is a version 1
+ * file written by the build before the restructure (0331922), and test_checkpoint_compat loads it
+ * and expects that build's evaluation. Any change to the layout, or to what a field means (layer
+ * type numbers included), bumps CT_CHECKPOINT_VERSION and keeps reading every older version. */
 #ifndef CT_CHECKPOINT_H
 #define CT_CHECKPOINT_H
 

@@ -1,4 +1,4 @@
-/* The ini reader and the typed configuration (DESIGN.md, "Config format").
+/* The ini reader and the typed configuration (engine/README.md, "Config format").
  *
  * Two stages, so that --set overrides land before validation:
  *   ct_ini_parse   text -> sections and key/value entries with line numbers (syntax errors);
@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "base/types.h"
+#include "data/settings.h"   /* [data] is the data code's struct: config depends on data, not the reverse */
 
 typedef struct ct_ini_entry {
     char *key;
@@ -42,42 +43,6 @@ void ct_ini_free(ct_ini *ini);
 
 #define CT_MAX_NAME 64
 #define CT_MAX_INPUTS 2
-#define CT_MAX_CHANNELS 4
-
-/* [data] augment_on: where crop/flip/normalise run. */
-typedef enum ct_augment_on {
-    CT_AUGMENT_ON_CPU,       /* the pipeline's workers write float32 batches */
-    CT_AUGMENT_ON_GPU        /* uint8 batches are shipped (4x fewer bytes); a kernel augments */
-} ct_augment_on;
-
-/* [data] pipeline: how batches are made. */
-typedef enum ct_pipeline_mode {
-    CT_PIPELINE_PARALLEL,    /* worker threads and a prefetch ring */
-    CT_PIPELINE_SYNC         /* the naive mode: one thread, per sample, pageable memory, no prefetch */
-} ct_pipeline_mode;
-
-typedef struct ct_data_config {
-    ct_data_format format;
-    /* Paths resolved against the config file's folder (absolute paths kept). For cifar10 `train`
-     * may list several files separated by commas or name a folder holding data_batch_1..5.bin;
-     * labels are inside the files there. NULL when absent. */
-    char *train, *train_labels, *test, *test_labels;
-    float mean[CT_MAX_CHANNELS], std[CT_MAX_CHANNELS];
-    int n_normalize;         /* channels given in `normalize` (0: none; 1 applies to all) */
-    int crop_pad;            /* augment crop:N, 0 = off */
-    int flip;                /* augment flip */
-    ct_shape shape;          /* synthetic: h, w, c */
-    int classes;             /* synthetic: number of classes */
-    long count, test_count;  /* synthetic: samples */
-    long train_limit, test_limit;  /* use only the first N samples, 0 = all */
-    /* the input pipeline (data/pipeline.h) */
-    int workers;             /* workers = auto | N: worker threads, 1..256; 0 = auto */
-    int prefetch;            /* prefetch = auto | N: ring depth in batches, 1..64; 0 = auto */
-    ct_augment_on augment_on;    /* augment_on = cpu | gpu (default cpu) */
-    ct_pipeline_mode pipeline;   /* pipeline = parallel | sync (default parallel) */
-    int drop_last;           /* drop_last = on | off: drop each epoch's last partial batch (default off) */
-    int line;                /* line of [data], for messages */
-} ct_data_config;
 
 typedef struct ct_train_config {
     int epochs;
@@ -126,7 +91,7 @@ typedef struct ct_layer_config {
 typedef struct ct_config {
     char *file;              /* as given */
     char *dir;               /* folder of file, for relative paths */
-    ct_data_config data;
+    ct_data_settings data;
     ct_train_config train;
     ct_layer_config *layers;
     int n_layers;

@@ -1,0 +1,159 @@
+/* [train]: its keys and the parsers of its compound values. It has no variants. */
+#include <ctype.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config/keys.h"
+
+static const char *const optimizer_names[] = {"sgd", "momentum", "adam", "adamw", NULL};
+static const char *const schedule_names[] = {"constant", "step", "cosine", NULL};
+static const char *const precision_names[] = {"fp32", "fp16", NULL};
+
+/* CT_KEY_ENUM writes an int */
+_Static_assert(sizeof(ct_optimizer) == sizeof(int) && sizeof(ct_schedule) == sizeof(int) &&
+                   sizeof(ct_precision) == sizeof(int),
+               "enums must be int-sized");
+
+static ct_status parse_batch(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
+static ct_status parse_devices(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
+static ct_status parse_graph(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
+static ct_status parse_memory(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
+
+#define T(f) offsetof(ct_train_config, f)
+
+static const ct_key_spec train_keys[] = {
+    {.name = "epochs", .kind = CT_KEY_INT, .offset = T(epochs), .def = "10", .flags = CT_KEY_HAS_MIN, .min = 1},
+    {.name = "batch", .kind = CT_KEY_CUSTOM, .parse = parse_batch, .offset = T(batch), .def = "64",
+     .flags = CT_KEY_HAS_MIN, .min = 1},
+    {.name = "optimizer", .kind = CT_KEY_ENUM, .offset = T(optimizer), .def = "adam", .names = optimizer_names,
+     .label = "optimizer"},
+    {.name = "learning_rate", .kind = CT_KEY_FLOAT, .offset = T(learning_rate), .def = "0.001",
+     .flags = CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN, .min = 0},
+    {.name = "momentum", .kind = CT_KEY_FLOAT, .offset = T(momentum), .def = "0.9",
+     .flags = CT_KEY_HAS_MIN | CT_KEY_HAS_MAX | CT_KEY_MAX_OPEN, .min = 0, .max = 1},
+    {.name = "nesterov", .kind = CT_KEY_BOOL, .offset = T(nesterov), .def = "off"},
+    {.name = "beta1", .kind = CT_KEY_FLOAT, .offset = T(beta1), .def = "0.9",
+     .flags = CT_KEY_HAS_MIN | CT_KEY_HAS_MAX | CT_KEY_MAX_OPEN, .min = 0, .max = 1},
+    {.name = "beta2", .kind = CT_KEY_FLOAT, .offset = T(beta2), .def = "0.999",
+     .flags = CT_KEY_HAS_MIN | CT_KEY_HAS_MAX | CT_KEY_MAX_OPEN, .min = 0, .max = 1},
+    {.name = "epsilon", .kind = CT_KEY_FLOAT, .offset = T(epsilon), .def = "1e-8",
+     .flags = CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN, .min = 0},
+    /* adamw's default of 0.01 is applied after reading, when weight_decay is not given */
+    {.name = "weight_decay", .kind = CT_KEY_FLOAT, .offset = T(weight_decay), .def = "0", .flags = CT_KEY_HAS_MIN,
+     .min = 0},
+    {.name = "schedule", .kind = CT_KEY_ENUM, .offset = T(schedule), .def = "constant", .names = schedule_names,
+     .label = "schedule"},
+    {.name = "step_size", .kind = CT_KEY_FLOAT, .offset = T(step_size), .def = "10",
+     .flags = CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN, .min = 0},
+    {.name = "gamma", .kind = CT_KEY_FLOAT, .offset = T(gamma), .def = "0.1",
+     .flags = CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN | CT_KEY_HAS_MAX, .min = 0, .max = 1},
+    {.name = "warmup", .kind = CT_KEY_FLOAT, .offset = T(warmup), .def = "0", .flags = CT_KEY_HAS_MIN, .min = 0},
+    {.name = "min_lr", .kind = CT_KEY_FLOAT, .offset = T(min_lr), .def = "0", .flags = CT_KEY_HAS_MIN, .min = 0},
+    {.name = "precision", .kind = CT_KEY_ENUM, .offset = T(precision), .def = "fp32", .names = precision_names,
+     .label = "precision"},
+    {.name = "devices", .kind = CT_KEY_CUSTOM, .parse = parse_devices, .offset = T(devices), .def = "all"},
+    {.name = "graph", .kind = CT_KEY_CUSTOM, .parse = parse_graph, .offset = T(graph), .def = "auto"},
+    {.name = "memory", .kind = CT_KEY_CUSTOM, .parse = parse_memory, .def = "grow"},
+    {.name = "seed", .kind = CT_KEY_U64, .offset = T(seed), .def = "42"},
+    {.name = "threads", .kind = CT_KEY_INT, .offset = T(threads), .def = "0", .flags = CT_KEY_HAS_MIN, .min = 0},
+    {.name = "checkpoint_every", .kind = CT_KEY_LONG, .offset = T(checkpoint_every), .def = "0",
+     .flags = CT_KEY_HAS_MIN, .min = 0},
+    {.name = "keep", .kind = CT_KEY_INT, .offset = T(keep), .def = "3", .flags = CT_KEY_HAS_MIN, .min = 1},
+};
+
+static const ct_key_table train_table = CT_KEY_TABLE(train_keys);
+static const ct_key_set train_set = {&train_table, 1, NULL, NULL, NULL, CT_MISPLACED_SETTING};
+
+/* batch = N; `auto` is reserved for the memory planner. */
+static ct_status parse_batch(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
+{
+    if (strcmp(text, "auto") == 0)
+        return ct_fail_value(vc, "batch = auto is not available yet (it needs the memory planner); give a number");
+    long v = 0;
+    ct_status st = ct_key_read_integer(vc, ks, text, INT_MIN, INT_MAX, &v);
+    if (st == CT_OK)
+        ((ct_train_config *)base)->batch = (int)v;
+    return st;
+}
+
+/* devices = cpu | all | 0,1,... stored without spaces. */
+static ct_status parse_devices(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
+{
+    char *out = (char *)base + ks->offset;
+    const size_t size = sizeof ((ct_train_config *)0)->devices;
+    if (strcmp(text, "cpu") == 0 || strcmp(text, "all") == 0) {
+        snprintf(out, size, "%s", text);
+        return CT_OK;
+    }
+    ct_item_list list;
+    ct_status st = ct_split_items(vc, ks, text, &list);
+    if (st != CT_OK)
+        return st;
+    char norm[sizeof ((ct_train_config *)0)->devices];
+    size_t used = 0;
+    long seen[CT_COUNT(list.item)];
+    for (int i = 0; i < list.n; i++) {
+        const char *item = list.item[i];
+        long n;
+        if (!isdigit((unsigned char)item[0]) || ct_strict_long(item, &n) != 0 || n > INT_MAX)
+            return ct_fail_value(vc,
+                                 "bad devices '%s': expected cpu, all or a comma list of device numbers such as 0,1",
+                                 text);
+        for (int j = 0; j < i; j++)
+            if (seen[j] == n)
+                return ct_fail_value(vc, "device %ld is listed twice in devices = %s", n, text);
+        seen[i] = n;
+        int w = snprintf(norm + used, sizeof norm - used, "%s%ld", i ? "," : "", n);
+        if (w < 0 || (size_t)w >= sizeof norm - used)
+            return ct_fail_value(vc, "devices list is too long: %s", text);
+        used += (size_t)w;
+    }
+    memcpy(out, norm, used + 1);
+    return CT_OK;
+}
+
+/* graph = on | off | auto (-1: decided by the backend). */
+static ct_status parse_graph(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
+{
+    int *dst = (int *)((char *)base + ks->offset);
+    int b = strcmp(text, "auto") == 0 ? -1 : ct_bool_word(text);
+    if (b == -1 && strcmp(text, "auto") != 0)
+        return ct_fail_value(vc, "bad value '%s' for graph; expected on, off or auto", text);
+    *dst = b;
+    return CT_OK;
+}
+
+/* memory = grow | preallocate | limit:MiB */
+static ct_status parse_memory(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
+{
+    (void)ks;
+    ct_train_config *t = base;
+    long mib = 0;
+    if (strcmp(text, "grow") == 0) {
+        t->memory = CT_MEMORY_GROW;
+    } else if (strcmp(text, "preallocate") == 0) {
+        t->memory = CT_MEMORY_PREALLOCATE;
+    } else if (strncmp(text, "limit:", 6) == 0 && ct_strict_long(text + 6, &mib) == 0 && mib >= 1) {
+        t->memory = CT_MEMORY_LIMIT;
+        t->memory_limit_mib = mib;
+    } else {
+        return ct_fail_value(vc, "bad value '%s' for memory; expected grow, preallocate or limit:MiB (e.g. limit:512)",
+                             text);
+    }
+    return CT_OK;
+}
+
+ct_status ct_config_read_train(ct_value_ctx *vc)
+{
+    ct_train_config *t = &vc->cfg->train;
+    t->line = vc->sec ? vc->sec->line : 0;
+    ct_status st = ct_keys_read(vc, &train_set, t);
+    if (st != CT_OK)
+        return st;
+    /* decoupled decay is the point of adamw, so it gets a useful default */
+    if (t->optimizer == CT_OPT_ADAMW && !ct_section_entry(vc->sec, "weight_decay"))
+        t->weight_decay = 0.01f;
+    return CT_OK;
+}
