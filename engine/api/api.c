@@ -131,6 +131,7 @@ void ct_close(ct_net *net)
     if (!net)
         return;
     release_run(net);
+    ct_graph_free(&net->graph);
     ct_config_free(&net->cfg);
     ct_ini_free(&net->ini);
     free(net);
