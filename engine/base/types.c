@@ -14,6 +14,8 @@ char *ct_shape_text(ct_shape s, char *buf, size_t n)
 const char *const ct_activation_names[CT_ACT_COUNT + 1] = {"linear", "relu", "leaky", "sigmoid", "tanh",
                                                           "gelu", NULL};
 
+const char *const ct_padding_names[3] = {"valid", "same", NULL};
+
 const char *ct_activation_name(ct_activation a)
 {
     return (unsigned)a < CT_ACT_COUNT ? ct_activation_names[a] : "?";

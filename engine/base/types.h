@@ -61,5 +61,7 @@ char *ct_shape_text(ct_shape s, char *buf, size_t n);
 const char *ct_activation_name(ct_activation a);
 /* The activations' words in enum order, NULL-terminated (config and messages share it). */
 extern const char *const ct_activation_names[CT_ACT_COUNT + 1];
+/* `padding = valid | same`, in ct_padding order, NULL-terminated. */
+extern const char *const ct_padding_names[3];
 
 #endif

@@ -42,7 +42,7 @@ ct_status ct_ini_set(ct_ini *ini, const char *section_dot_key, const char *value
 void ct_ini_free(ct_ini *ini);
 
 #define CT_MAX_NAME 64
-#define CT_MAX_INPUTS 2
+#define CT_MAX_INPUTS 8   /* producers one layer may read */
 
 typedef struct ct_train_config {
     int epochs;

@@ -1,67 +1,89 @@
-/* The layer sections: their keys, the input references, and the checks across keys. The variant
- * is the layer type: a row with a mask applies only to those types, and a key of another type is
+/* The layer sections: the keys every layer has (type, its inputs, a fused activation), the input
+ * references, and the rows each type's record brings (engine/graph/layers/). The variant is the
+ * layer type: a row applies only to the types whose record lists it, and a key of another type is
  * reported as such ("units applies only to dense layers"). */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "config/keys.h"
-
-/* the one table of each: base/types.c, made from the enums' lists */
-#define activation_names ct_activation_names
-#define layer_type_names ct_layer_type_names
-static const char *const padding_names[] = {"valid", "same", NULL};
-static const char *const init_names[] = {"auto", "he", "glorot", NULL};
+#include "graph/layer.h"
 
 /* CT_KEY_ENUM writes an int */
 _Static_assert(sizeof(ct_activation) == sizeof(int) && sizeof(ct_layer_type) == sizeof(int) &&
                    sizeof(ct_padding) == sizeof(int) && sizeof(ct_init) == sizeof(int),
                "enums must be int-sized");
+_Static_assert(CT_LAYER_TYPE_COUNT <= 32, "a key row's mask has one bit per layer type");
 
 static ct_status parse_inputs(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 
-#define L(f) offsetof(ct_layer_config, f)
-#define LT(x) (1u << CT_LAYER_##x)
-#define POOLS (LT(MAXPOOL) | LT(AVGPOOL))
+/* The rows of all layer types as one table, masks filled in from the records. Built for each
+ * section read (a few dozen rows), so the records stay the only place a type's keys are written. */
+enum { MAX_LAYER_ROWS = 64, MAX_KEY_TABLES = 32 };
+typedef struct layer_rows {
+    ct_key_spec row[MAX_LAYER_ROWS];
+    size_t n;
+    unsigned one_input, several_inputs, required_inputs, fused;   /* masks of types, from their records */
+} layer_rows;
+
+static int add_row(layer_rows *r, ct_key_spec row, unsigned mask)
+{
+    if (mask == 0)
+        return 1;
+    if (r->n == MAX_LAYER_ROWS)
+        return 0;
+    row.mask = mask;
+    r->row[r->n++] = row;
+    return 1;
+}
 
 /* The first row, `type`, picks the variant: it is read before the others. */
-static const ct_key_spec layer_keys[] = {
-    {.name = "type", .kind = CT_KEY_ENUM, .offset = L(type), .names = layer_type_names, .label = "layer type",
-     .flags = CT_KEY_REQUIRED},
-    {.name = "input", .kind = CT_KEY_CUSTOM, .parse = parse_inputs, .mask = ~LT(ADD)},
-    {.name = "inputs", .kind = CT_KEY_CUSTOM, .parse = parse_inputs, .mask = LT(ADD), .flags = CT_KEY_REQUIRED},
-    {.name = "units", .kind = CT_KEY_INT, .offset = L(units), .mask = LT(DENSE),
-     .flags = CT_KEY_REQUIRED | CT_KEY_HAS_MIN, .min = 1},
-    {.name = "filters", .kind = CT_KEY_INT, .offset = L(filters), .mask = LT(CONV2D),
-     .flags = CT_KEY_REQUIRED | CT_KEY_HAS_MIN, .min = 1},
-    {.name = "size", .kind = CT_KEY_INT, .offset = L(size), .mask = LT(CONV2D),
-     .flags = CT_KEY_REQUIRED | CT_KEY_HAS_MIN, .min = 1},
-    {.name = "size", .kind = CT_KEY_INT, .offset = L(size), .mask = POOLS, .def = "2", .flags = CT_KEY_HAS_MIN,
-     .min = 1},
-    {.name = "stride", .kind = CT_KEY_INT, .offset = L(stride), .mask = LT(CONV2D), .def = "1", .flags = CT_KEY_HAS_MIN,
-     .min = 1},
-    {.name = "stride", .kind = CT_KEY_INT, .offset = L(stride), .mask = POOLS, .def = "0", .flags = CT_KEY_HAS_MIN,
-     .min = 0},
-    {.name = "padding", .kind = CT_KEY_ENUM, .offset = L(padding), .mask = LT(CONV2D) | POOLS, .def = "valid",
-     .names = padding_names, .label = "padding"},
-    {.name = "global", .kind = CT_KEY_BOOL, .offset = L(global), .mask = POOLS, .def = "off"},
-    {.name = "activation", .kind = CT_KEY_ENUM, .offset = L(activation), .mask = LT(DENSE) | LT(CONV2D) | LT(ADD),
-     .def = "linear", .names = activation_names, .label = "activation"},
-    {.name = "activation", .kind = CT_KEY_ENUM, .offset = L(activation), .mask = LT(ACTIVATION),
-     .flags = CT_KEY_REQUIRED, .names = activation_names, .label = "activation"},
-    {.name = "bias", .kind = CT_KEY_BOOL, .offset = L(bias), .mask = LT(DENSE) | LT(CONV2D), .def = "on"},
-    {.name = "init", .kind = CT_KEY_ENUM, .offset = L(init), .mask = LT(DENSE) | LT(CONV2D), .def = "auto",
-     .names = init_names, .label = "init"},
-    {.name = "momentum", .kind = CT_KEY_FLOAT, .offset = L(momentum), .mask = LT(BATCHNORM), .def = "0.1",
-     .flags = CT_KEY_HAS_MIN | CT_KEY_HAS_MAX, .min = 0, .max = 1},
-    {.name = "epsilon", .kind = CT_KEY_FLOAT, .offset = L(epsilon), .mask = LT(BATCHNORM), .def = "1e-5",
-     .flags = CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN, .min = 0},
-    {.name = "rate", .kind = CT_KEY_FLOAT, .offset = L(rate), .mask = LT(DROPOUT),
-     .flags = CT_KEY_REQUIRED | CT_KEY_HAS_MIN | CT_KEY_HAS_MAX | CT_KEY_MAX_OPEN, .min = 0, .max = 1},
-};
-
-static const ct_key_table layer_table = CT_KEY_TABLE(layer_keys);
-static const ct_key_set layer_set = {&layer_table, 1, &layer_keys[0], layer_type_names, "layers", CT_MISPLACED_KIND};
+static ct_status gather_layer_rows(layer_rows *r, ct_err *err)
+{
+    const ct_key_table *tables[MAX_KEY_TABLES];
+    unsigned table_mask[MAX_KEY_TABLES];
+    size_t n_tables = 0;
+    memset(r, 0, sizeof *r);
+    for (int t = 0; t < CT_LAYER_TYPE_COUNT; t++) {
+        const ct_layer_def *def = ct_layer_def_of((ct_layer_type)t);
+        unsigned bit = 1u << t;
+        r->one_input |= def->max_inputs == 1 ? bit : 0;
+        r->several_inputs |= def->max_inputs > 1 ? bit : 0;
+        r->required_inputs |= def->min_inputs > 1 ? bit : 0;
+        r->fused |= def->fused_activation ? bit : 0;
+        for (const ct_key_table *const *tb = def->keys; tb && *tb; tb++) {
+            size_t i = 0;
+            while (i < n_tables && tables[i] != *tb)
+                i++;
+            if (i == n_tables) {
+                if (n_tables == MAX_KEY_TABLES)
+                    return ct_fail(err, CT_ERR_INTERNAL, "the layer records list more than %d key tables",
+                                   MAX_KEY_TABLES);
+                tables[n_tables] = *tb;
+                table_mask[n_tables++] = 0;
+            }
+            table_mask[i] |= bit;
+        }
+    }
+    const unsigned all = (1u << CT_LAYER_TYPE_COUNT) - 1;
+    int ok = add_row(r, (ct_key_spec){.name = "type", .kind = CT_KEY_ENUM, .offset = offsetof(ct_layer_config, type),
+                                      .names = ct_layer_type_names, .label = "layer type",
+                                      .flags = CT_KEY_REQUIRED}, all);
+    ok = ok && add_row(r, (ct_key_spec){.name = "input", .kind = CT_KEY_CUSTOM, .parse = parse_inputs}, r->one_input);
+    ok = ok && add_row(r, (ct_key_spec){.name = "inputs", .kind = CT_KEY_CUSTOM, .parse = parse_inputs,
+                                        .flags = CT_KEY_REQUIRED}, r->several_inputs & r->required_inputs);
+    ok = ok && add_row(r, (ct_key_spec){.name = "inputs", .kind = CT_KEY_CUSTOM, .parse = parse_inputs},
+                       r->several_inputs & ~r->required_inputs);
+    ok = ok && add_row(r, (ct_key_spec){.name = "activation", .kind = CT_KEY_ENUM,
+                                        .offset = offsetof(ct_layer_config, activation), .def = "linear",
+                                        .names = ct_activation_names, .label = "activation"}, r->fused);
+    for (size_t i = 0; ok && i < n_tables; i++)
+        for (size_t k = 0; ok && k < tables[i]->n; k++)
+            ok = add_row(r, tables[i]->rows[k], table_mask[i]);
+    if (!ok)
+        return ct_fail(err, CT_ERR_INTERNAL, "the layer records have more than %d key rows", MAX_LAYER_ROWS);
+    return CT_OK;
+}
 
 /* Checks that name is an earlier layer (index < vc->layer). */
 static ct_status check_reference(const ct_value_ctx *vc, const ct_key_spec *ks, const char *name)
@@ -90,19 +112,32 @@ static ct_status check_reference(const ct_value_ctx *vc, const ct_key_spec *ks, 
     return ct_fail_value(vc, "unknown layer '%s' in %s%s", name, ks->name, ct_did_you_mean(&s, hint, sizeof hint));
 }
 
-/* input = name (one earlier layer), or, for add, inputs = a, b. */
+/* input = name (one earlier layer), or, for the types that take several (add, concat),
+ * inputs = a, b, ... within the counts their records allow. */
 static ct_status parse_inputs(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
 {
     ct_layer_config *layer = base;
+    const ct_layer_def *def = ct_layer_def_of(layer->type);
+    const char *type = ct_layer_type_name(layer->type);
     ct_item_list list;
     ct_status st = ct_split_items(vc, ks, text, &list);
     if (st != CT_OK)
         return st;
-    int want = layer->type == CT_LAYER_ADD ? 2 : 1;
-    if (list.n != want && want == 2)
-        return ct_fail_value(vc, "add needs exactly 2 inputs, got %d", list.n);
-    if (list.n != want)
-        return ct_fail_value(vc, "input takes one layer name, got %d (only add takes two, as inputs = a, b)", list.n);
+    if (def->max_inputs == 1 && list.n != 1) {
+        unsigned several = 0;
+        for (int t = 0; t < CT_LAYER_TYPE_COUNT; t++)
+            several |= ct_layer_def_of((ct_layer_type)t)->max_inputs > 1 ? 1u << t : 0;
+        char which[128];
+        ct_join_names(ct_layer_type_names, several, which, sizeof which);
+        return ct_fail_value(vc, "input takes one layer name, got %d (only %s layers take several, as inputs = a, b)",
+                             list.n, which);
+    }
+    if (def->min_inputs == def->max_inputs && list.n != def->min_inputs)
+        return ct_fail_value(vc, "%s needs exactly %d inputs, got %d", type, def->min_inputs, list.n);
+    if (list.n < def->min_inputs)
+        return ct_fail_value(vc, "%s needs at least %d inputs, got %d", type, def->min_inputs, list.n);
+    if (list.n > def->max_inputs)
+        return ct_fail_value(vc, "%s takes at most %d inputs, got %d", type, def->max_inputs, list.n);
     for (int i = 0; i < list.n; i++) {
         st = check_reference(vc, ks, list.item[i]);
         if (st != CT_OK)
@@ -135,16 +170,15 @@ ct_status ct_config_read_layer(ct_value_ctx *vc)
             snprintf(hint, sizeof hint, " (or did you mean [%s]?)", s.best);
         return ct_fail_section(vc, "[%s] needs 'type'%s", name, hint);
     }
-    ct_status st = ct_keys_read(vc, &layer_set, layer);
+    layer_rows rows;
+    ct_status st = gather_layer_rows(&rows, vc->err);
     if (st != CT_OK)
         return st;
-    if ((vc->variant & POOLS) && layer->global) {
-        static const char *const sized[] = {"size", "stride"};
-        for (size_t i = 0; i < CT_COUNT(sized); i++) {
-            const ct_ini_entry *e = ct_section_entry(vc->sec, sized[i]);
-            if (e)
-                return ct_fail_entry(vc, e, "[%s] %s does not apply when global = on", name, sized[i]);
-        }
-    }
-    return CT_OK;
+    const ct_key_table table = {rows.row, rows.n};
+    const ct_key_set set = {&table, 1, &rows.row[0], ct_layer_type_names, "layers", CT_MISPLACED_KIND};
+    st = ct_keys_read(vc, &set, layer);
+    if (st != CT_OK)
+        return st;
+    const ct_layer_def *def = ct_layer_def_of(layer->type);
+    return def->check_keys ? def->check_keys(vc, layer) : CT_OK;
 }

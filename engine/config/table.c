@@ -161,7 +161,7 @@ static void join_words(const char *const *words, char *buf, size_t size)
 }
 
 /* "a or b", "a, b or c" from the names whose bit is set in mask. */
-static void join_variants(const char *const *names, unsigned mask, char *buf, size_t size)
+void ct_join_names(const char *const *names, unsigned mask, char *buf, size_t size)
 {
     int total = 0, done = 0;
     for (int i = 0; names[i]; i++)
@@ -473,7 +473,7 @@ static ct_status unknown_key(const ct_value_ctx *vc, const ct_key_set *set, cons
     if (note)
         snprintf(why, sizeof why, " (%s)", note);
     if (elsewhere && set->misplaced == CT_MISPLACED_SETTING) {
-        join_variants(set->variant_names, elsewhere, which, sizeof which);
+        ct_join_names(set->variant_names, elsewhere, which, sizeof which);
         return ct_fail_value(vc, "%s applies only to %s = %s%s", key, set->variant_label, which, why);
     }
     ct_suggestion s = ct_suggest_start(key);
@@ -486,7 +486,7 @@ static ct_status unknown_key(const ct_value_ctx *vc, const ct_key_set *set, cons
     if (!elsewhere || (s.best && s.dist <= 1))
         return ct_fail_value(vc, "unknown key '%s' in [%s]%s", key, vc->section,
                              ct_did_you_mean(&s, hint, sizeof hint));
-    join_variants(set->variant_names, elsewhere, which, sizeof which);
+    ct_join_names(set->variant_names, elsewhere, which, sizeof which);
     return ct_fail_value(vc, "unknown key '%s' in [%s] (%s applies only to %s %s)", key, vc->section, key, which,
                          set->variant_label);
 }

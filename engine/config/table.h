@@ -157,6 +157,9 @@ void ct_suggest_consider(ct_suggestion *s, const char *candidate);
 /* " (did you mean 'x'?)" or "", into buf. */
 const char *ct_did_you_mean(const ct_suggestion *s, char *buf, size_t size);
 
+/* "a or b", "a, b or c" into buf: the names whose bit is set in mask (names NULL-terminated). */
+void ct_join_names(const char *const *names, unsigned mask, char *buf, size_t size);
+
 /* 0: ok; 1: not an integer; 2: out of range of long. */
 int ct_strict_long(const char *text, long *out);
 /* 1 when text is a whole, finite decimal number that fits a float. */

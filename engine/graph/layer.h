@@ -16,8 +16,9 @@
 
 #define CT_INPUT_NODE (-1)   /* producer index meaning "the network's input batch" */
 
-
 struct ct_layer_def;
+struct ct_key_table;
+struct ct_value_ctx;
 
 typedef struct ct_layer {
     const struct ct_layer_def *def;  /* the type's record */
@@ -57,9 +58,12 @@ typedef struct ct_layer_def {
     int min_inputs, max_inputs;      /* 1, 1 for a layer that reads one producer */
     int aliases_input;               /* the output is the input reinterpreted (flatten): no buffers */
     int fused_activation;            /* takes `activation =` and applies it to its own output */
-    /* Config keys of this type beyond `type` and `input(s)` (config/table.h). */
-    const struct ct_key_spec *keys;
-    size_t n_keys;
+    /* Config keys of this type beyond `type`, `input(s)` and a fused `activation`: a
+     * NULL-terminated list of tables (config/table.h) whose rows leave `mask` 0; the config gives
+     * each row the types whose records list its table, so types can share one (ct_weight_keys). */
+    const struct ct_key_table *const *keys;
+    /* Checks across keys once the section is read; NULL when there are none. */
+    ct_status (*check_keys)(const struct ct_value_ctx *vc, const ct_layer_config *c);
     /* Checks l->in_shapes and sets l->out, the geometry and the parameter and state counts from
      * l->cfg; errors name the layer's line in `file`. */
     ct_status (*infer)(ct_layer *l, const char *file, ct_err *err);
@@ -78,6 +82,9 @@ static inline int ct_layer_keeps_preactivation(const ct_layer *l)
 {
     return l->def->fused_activation && l->act != CT_ACT_LINEAR;
 }
+
+/* Shared by dense and conv2d: `bias = on|off` and `init = auto|he|glorot`. */
+extern const struct ct_key_table ct_weight_keys;
 
 /* Shared by dense and conv2d: He (relu-like) or Glorot uniform, per `init` and the activation. */
 void ct_init_uniform_fan(float *w, size_t count, int fan_in, int fan_out, ct_init init,

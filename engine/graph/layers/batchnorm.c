@@ -1,6 +1,17 @@
 /* batchnorm: per-channel normalisation over (n, h, w) with learned gamma (w) and beta (b);
  * state holds the running mean then the running variance. */
+#include <stddef.h>
+
+#include "config/table.h"
 #include "graph/layer.h"
+
+static const ct_key_spec bn_rows[] = {
+    {.name = "momentum", .kind = CT_KEY_FLOAT, .offset = offsetof(ct_layer_config, momentum), .def = "0.1",
+     .flags = CT_KEY_HAS_MIN | CT_KEY_HAS_MAX, .min = 0, .max = 1},
+    {.name = "epsilon", .kind = CT_KEY_FLOAT, .offset = offsetof(ct_layer_config, epsilon), .def = "1e-5",
+     .flags = CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN, .min = 0},
+};
+static const ct_key_table bn_keys = CT_KEY_TABLE(bn_rows);
 
 static ct_status bn_infer(ct_layer *l, const char *file, ct_err *err)
 {
@@ -38,5 +49,6 @@ static void bn_init(const ct_layer *l, float *gamma, float *beta, float *state, 
 }
 
 const ct_layer_def ct_layer_def_batchnorm = {
-    .min_inputs = 1, .max_inputs = 1, .infer = bn_infer, .flops = bn_flops, .aux_count = bn_aux, .init = bn_init,
+    .min_inputs = 1, .max_inputs = 1, .keys = (const ct_key_table *const[]){&bn_keys, NULL},
+    .infer = bn_infer, .flops = bn_flops, .aux_count = bn_aux, .init = bn_init,
 };

@@ -1,8 +1,21 @@
 /* conv2d: y (n, oh, ow, f) = act(conv(x (n, h, w, c), w (f, kh, kw, c)) + b). padding = same pads
  * so that oh = ceil(h / stride), splitting the total as TensorFlow does (extra on the bottom/right). */
+#include <stddef.h>
 #include <string.h>
 
+#include "config/table.h"
 #include "graph/layer.h"
+
+#define C(f) offsetof(ct_layer_config, f)
+static const ct_key_spec conv_rows[] = {
+    {.name = "filters", .kind = CT_KEY_INT, .offset = C(filters), .flags = CT_KEY_REQUIRED | CT_KEY_HAS_MIN, .min = 1},
+    {.name = "size", .kind = CT_KEY_INT, .offset = C(size), .flags = CT_KEY_REQUIRED | CT_KEY_HAS_MIN, .min = 1},
+    {.name = "stride", .kind = CT_KEY_INT, .offset = C(stride), .def = "1", .flags = CT_KEY_HAS_MIN, .min = 1},
+    {.name = "padding", .kind = CT_KEY_ENUM, .offset = C(padding), .def = "valid", .names = ct_padding_names,
+     .label = "padding"},
+};
+#undef C
+static const ct_key_table conv_keys = CT_KEY_TABLE(conv_rows);
 
 static ct_status conv_infer(ct_layer *l, const char *file, ct_err *err)
 {
@@ -40,5 +53,6 @@ static void conv_init(const ct_layer *l, float *w, float *b, float *state, ct_rn
 
 const ct_layer_def ct_layer_def_conv2d = {
     .min_inputs = 1, .max_inputs = 1, .fused_activation = 1,
+    .keys = (const ct_key_table *const[]){&conv_keys, &ct_weight_keys, NULL},
     .infer = conv_infer, .flops = conv_flops, .init = conv_init,
 };

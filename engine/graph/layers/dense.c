@@ -1,7 +1,15 @@
 /* dense: y (n, units) = act(x (n, in) w^T + b); the input must be flat (put a flatten before). */
+#include <stddef.h>
 #include <string.h>
 
+#include "config/table.h"
 #include "graph/layer.h"
+
+static const ct_key_spec dense_rows[] = {
+    {.name = "units", .kind = CT_KEY_INT, .offset = offsetof(ct_layer_config, units),
+     .flags = CT_KEY_REQUIRED | CT_KEY_HAS_MIN, .min = 1},
+};
+static const ct_key_table dense_keys = CT_KEY_TABLE(dense_rows);
 
 static ct_status dense_infer(ct_layer *l, const char *file, ct_err *err)
 {
@@ -35,5 +43,6 @@ static void dense_init(const ct_layer *l, float *w, float *b, float *state, ct_r
 
 const ct_layer_def ct_layer_def_dense = {
     .min_inputs = 1, .max_inputs = 1, .fused_activation = 1,
+    .keys = (const ct_key_table *const[]){&dense_keys, &ct_weight_keys, NULL},
     .infer = dense_infer, .flops = dense_flops, .init = dense_init,
 };

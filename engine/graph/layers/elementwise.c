@@ -1,5 +1,21 @@
 /* Layers without parameters whose output has their input's shape: dropout, activation, add. */
+#include <stddef.h>
+
+#include "config/table.h"
 #include "graph/layer.h"
+
+static const ct_key_spec dropout_rows[] = {
+    {.name = "rate", .kind = CT_KEY_FLOAT, .offset = offsetof(ct_layer_config, rate),
+     .flags = CT_KEY_REQUIRED | CT_KEY_HAS_MIN | CT_KEY_HAS_MAX | CT_KEY_MAX_OPEN, .min = 0, .max = 1},
+};
+static const ct_key_table dropout_keys = CT_KEY_TABLE(dropout_rows);
+
+/* the activation layer's own activation has no default (a fused one is linear unless set) */
+static const ct_key_spec activation_rows[] = {
+    {.name = "activation", .kind = CT_KEY_ENUM, .offset = offsetof(ct_layer_config, activation),
+     .flags = CT_KEY_REQUIRED, .names = ct_activation_names, .label = "activation"},
+};
+static const ct_key_table activation_keys = CT_KEY_TABLE(activation_rows);
 
 static ct_status same_shape_infer(ct_layer *l, const char *file, ct_err *err)
 {
@@ -38,11 +54,11 @@ static ct_status add_infer(ct_layer *l, const char *file, ct_err *err)
 }
 
 const ct_layer_def ct_layer_def_dropout = {
-    .min_inputs = 1, .max_inputs = 1, .infer = same_shape_infer, .flops = elementwise_flops,
+    .min_inputs = 1, .max_inputs = 1, .keys = (const ct_key_table *const[]){&dropout_keys, NULL}, .infer = same_shape_infer, .flops = elementwise_flops,
     .aux_count = dropout_aux,
 };
 const ct_layer_def ct_layer_def_activation = {
-    .min_inputs = 1, .max_inputs = 1, .infer = same_shape_infer, .flops = elementwise_flops,
+    .min_inputs = 1, .max_inputs = 1, .keys = (const ct_key_table *const[]){&activation_keys, NULL}, .infer = same_shape_infer, .flops = elementwise_flops,
 };
 const ct_layer_def ct_layer_def_add = {
     .min_inputs = 2, .max_inputs = 2, .fused_activation = 1, .infer = add_infer, .flops = elementwise_flops,

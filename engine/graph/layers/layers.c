@@ -1,6 +1,9 @@
 /* The table of layer records, made from CT_LAYER_TYPES, and what the records share. */
 #include <math.h>
 
+#include <stddef.h>
+
+#include "config/table.h"
 #include "graph/layer.h"
 
 #define CT_LAYER_DEF_DECL(upper, lower) extern const ct_layer_def ct_layer_def_##lower;
@@ -16,6 +19,15 @@ const ct_layer_def *ct_layer_def_of(ct_layer_type type)
     };
     return (unsigned)type < CT_LAYER_TYPE_COUNT ? defs[type] : NULL;
 }
+
+static const char *const init_names[] = {"auto", "he", "glorot", NULL};
+
+static const ct_key_spec weight_rows[] = {
+    {.name = "bias", .kind = CT_KEY_BOOL, .offset = offsetof(ct_layer_config, bias), .def = "on"},
+    {.name = "init", .kind = CT_KEY_ENUM, .offset = offsetof(ct_layer_config, init), .def = "auto",
+     .names = init_names, .label = "init"},
+};
+const ct_key_table ct_weight_keys = CT_KEY_TABLE(weight_rows);
 
 void ct_init_uniform_fan(float *w, size_t count, int fan_in, int fan_out, ct_init init,
                          ct_activation act, ct_rng *rng)

@@ -1,6 +1,32 @@
 /* maxpool and avgpool: windows of size x size every `stride` (default = size) per channel;
  * global = on pools each channel's whole plane to one value. */
+#include <stddef.h>
+
+#include "config/table.h"
 #include "graph/layer.h"
+
+#define C(f) offsetof(ct_layer_config, f)
+static const ct_key_spec pool_rows[] = {
+    {.name = "size", .kind = CT_KEY_INT, .offset = C(size), .def = "2", .flags = CT_KEY_HAS_MIN, .min = 1},
+    {.name = "stride", .kind = CT_KEY_INT, .offset = C(stride), .def = "0", .flags = CT_KEY_HAS_MIN, .min = 0},
+    {.name = "padding", .kind = CT_KEY_ENUM, .offset = C(padding), .def = "valid", .names = ct_padding_names,
+     .label = "padding"},
+    {.name = "global", .kind = CT_KEY_BOOL, .offset = C(global), .def = "off"},
+};
+#undef C
+static const ct_key_table pool_keys = CT_KEY_TABLE(pool_rows);
+
+/* A global pool has no window to size. */
+static ct_status pool_check_keys(const ct_value_ctx *vc, const ct_layer_config *c)
+{
+    static const char *const sized[] = {"size", "stride"};
+    for (size_t i = 0; c->global && i < CT_COUNT(sized); i++) {
+        const ct_ini_entry *e = ct_section_entry(vc->sec, sized[i]);
+        if (e)
+            return ct_fail_entry(vc, e, "[%s] %s does not apply when global = on", c->name, sized[i]);
+    }
+    return CT_OK;
+}
 
 static ct_status pool_infer(ct_layer *l, const char *file, ct_err *err)
 {
@@ -40,8 +66,10 @@ static size_t maxpool_aux(const ct_layer *l, int n, ct_dtype *dtype)
 }
 
 const ct_layer_def ct_layer_def_maxpool = {
-    .min_inputs = 1, .max_inputs = 1, .infer = pool_infer, .flops = pool_flops, .aux_count = maxpool_aux,
+    .min_inputs = 1, .max_inputs = 1, .keys = (const ct_key_table *const[]){&pool_keys, NULL},
+    .check_keys = pool_check_keys, .infer = pool_infer, .flops = pool_flops, .aux_count = maxpool_aux,
 };
 const ct_layer_def ct_layer_def_avgpool = {
-    .min_inputs = 1, .max_inputs = 1, .infer = pool_infer, .flops = pool_flops,
+    .min_inputs = 1, .max_inputs = 1, .keys = (const ct_key_table *const[]){&pool_keys, NULL},
+    .check_keys = pool_check_keys, .infer = pool_infer, .flops = pool_flops,
 };
