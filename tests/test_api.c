@@ -158,6 +158,17 @@ static void test_errors(void)
               "got: %s", ct_errmsg(net));
     ct_close(net);
 
+    /* concat joins channels: its inputs' heights and widths must agree (the inputs line is named) */
+    CHECK(ct_open_string("[data]\nformat = synthetic\nshape = 8, 8, 1\n"
+                         "[a]\ntype = conv2d\nfilters = 2\nsize = 3\n[b]\ntype = conv2d\nfilters = 2\nsize = 3\n"
+                         "[cat]\ntype = concat\ninputs = a, b\n[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 10\n",
+                         "c.ini", &net) == CT_OK);
+    CHECK(ct_prepare(net) == CT_ERR_CONFIG);
+    CHECK_MSG(ct_contains(ct_errmsg(net), "c.ini:14: [cat] cannot concatenate 6x6x2 ('a') and 4x4x2 ('b'): heights and "
+                                          "widths differ"),
+              "got: %s", ct_errmsg(net));
+    ct_close(net);
+
     CHECK(ct_open_string(SYNTHETIC_NET, "y.ini", &net) == CT_OK);
     CHECK(ct_set(net, "train.batch", "zero") == CT_OK); /* checked at prepare */
     CHECK(ct_prepare(net) == CT_ERR_CONFIG);

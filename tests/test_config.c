@@ -429,6 +429,18 @@ static const bad_case bad_cases[] = {
     {"pool key in add", SYN FC "[sum]\ntype = add\ninputs = fc, fc\nglobal = on\n", 9,
      "unknown key 'global' in [sum] (global applies only to maxpool or avgpool layers)"},
     {"two inputs on dense", SYN FC "[b]\ntype = dense\nunits = 2\ninput = fc, fc\n", 9, "input takes one layer name"},
+    {"two inputs on a pool", SYN FC "[p]\ntype = maxpool\ninput = fc, fc\n", 8,
+     "input takes one layer name, got 2 (only add or concat layers take several, as inputs = a, b)"},
+    {"concat with 1 input", SYN FC "[cat]\ntype = concat\ninputs = fc\n", 8, "concat needs at least 2 inputs, got 1"},
+    {"concat with 9 inputs", SYN FC "[cat]\ntype = concat\ninputs = fc, fc, fc, fc, fc, fc, fc, fc, fc\n", 8,
+     "concat takes at most 8 inputs, got 9"},
+    {"concat without inputs", SYN FC "[cat]\ntype = concat\n", 6, "[cat] needs 'inputs'"},
+    {"input on concat", SYN FC "[cat]\ntype = concat\ninput = fc\n", 8,
+     "unknown key 'input' in [cat] (did you mean 'inputs'?)"},
+    {"activation on concat", SYN FC "[cat]\ntype = concat\ninputs = fc, fc\nactivation = relu\n", 9,
+     "unknown key 'activation' in [cat] (activation applies only to dense, conv2d, activation or add layers)"},
+    {"unknown concat input", SYN FC "[cat]\ntype = concat\ninputs = fc, fx\n", 8,
+     "unknown layer 'fx' in inputs (did you mean 'fc'?)"},
     {"input to a later layer", SYN "[a]\ntype = dense\nunits = 2\ninput = b\n[b]\ntype = dense\nunits = 2\n", 6,
      "layer 'b' comes after [a]; inputs must refer to earlier layers"},
     {"input to itself", SYN "[a]\ntype = dense\nunits = 2\ninput = a\n", 6, "layer 'a' cannot be its own input"},
@@ -500,9 +512,32 @@ static void check_bad(const bad_case *c)
     ct_ini_free(&ini);
 }
 
+/* concat reads any number of earlier layers, in the order listed */
+static void test_concat_inputs(void)
+{
+    ct_ini ini = {0};
+    ct_config cfg = {0};
+    ct_err err;
+    CHECK(ct_ini_parse(&ini,
+                       SYN "[a]\ntype = conv2d\nfilters = 2\nsize = 3\n[b]\ntype = conv2d\nfilters = 3\nsize = 3\n"
+                           "[c]\ntype = conv2d\nfilters = 4\nsize = 1\ninput = a\n"
+                           "[cat]\ntype = concat\ninputs = c, a, b\n",
+                       "net.ini", &err) == CT_OK);
+    ct_status st = ct_config_load(&cfg, &ini, &err);
+    CHECK_MSG(st == CT_OK, "%s", err.msg);
+    if (st == CT_OK) {
+        const ct_layer_config *cat = &cfg.layers[3];
+        CHECK(cfg.n_layers == 4 && cat->type == CT_LAYER_CONCAT && cat->n_inputs == 3 && cat->inputs_line == 18);
+        CHECK(strcmp(cat->inputs[0], "c") == 0 && strcmp(cat->inputs[1], "a") == 0 && strcmp(cat->inputs[2], "b") == 0);
+        ct_config_free(&cfg);
+    }
+    ct_ini_free(&ini);
+}
+
 int main(void)
 {
     test_full();
+    test_concat_inputs();
     test_synthetic_and_defaults();
     test_set();
     for (size_t i = 0; i < sizeof bad_cases / sizeof *bad_cases; i++)

@@ -540,6 +540,20 @@ static void simple_cases(void)
              "[d3]\ntype = dense\nunits = 16\nactivation = gelu\n"
              "[res2]\ntype = add\ninputs = d3, res\nactivation = gelu\n"
              "[out]\ntype = dense\nunits = 5\n", 0);
+    /* strided copies of 3, 4 and 5 channels into 12, and back; c1 also feeds c2 and c3 */
+    run_case("concat_conv", "8, 8, 3", 7,
+             "[c1]\ntype = conv2d\nfilters = 4\nsize = 3\npadding = same\nactivation = leaky\n"
+             "[c2]\ntype = conv2d\nfilters = 3\nsize = 3\npadding = same\nactivation = tanh\n"
+             "[c3]\ntype = conv2d\nfilters = 5\nsize = 1\ninput = c1\n"
+             "[cat]\ntype = concat\ninputs = c2, c1, c3\n"
+             "[c4]\ntype = conv2d\nfilters = 4\nsize = 3\nactivation = relu\n"
+             "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 5\n", F_PARTIAL);
+    /* an aliasing flatten joined with the dense layer that reads it */
+    run_case("concat_dense", "4, 4, 3", 7,
+             "[flat]\ntype = flatten\n"
+             "[d1]\ntype = dense\nunits = 16\nactivation = tanh\n"
+             "[cat]\ntype = concat\ninputs = d1, flat\n"
+             "[out]\ntype = dense\nunits = 5\n", 0);
 }
 
 /* A small whole network: asymmetric 'same' stride 2, batch norm, a shared activation feeding two

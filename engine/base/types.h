@@ -36,7 +36,8 @@ typedef enum ct_activation {
     X(DROPOUT, dropout)   \
     X(FLATTEN, flatten)   \
     X(ACTIVATION, activation) \
-    X(ADD, add)
+    X(ADD, add)           \
+    X(CONCAT, concat)
 
 #define CT_LAYER_ENUM(upper, lower) CT_LAYER_##upper,
 typedef enum ct_layer_type { CT_LAYER_TYPES(CT_LAYER_ENUM) CT_LAYER_TYPE_COUNT } ct_layer_type;
