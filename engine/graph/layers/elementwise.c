@@ -54,11 +54,12 @@ static ct_status add_infer(ct_layer *l, const char *file, ct_err *err)
 }
 
 const ct_layer_def ct_layer_def_dropout = {
-    .min_inputs = 1, .max_inputs = 1, .keys = (const ct_key_table *const[]){&dropout_keys, NULL}, .infer = same_shape_infer, .flops = elementwise_flops,
-    .aux_count = dropout_aux,
+    .min_inputs = 1, .max_inputs = 1, .keys = (const ct_key_table *const[]){&dropout_keys, NULL},
+    .infer = same_shape_infer, .flops = elementwise_flops, .aux_count = dropout_aux,
 };
 const ct_layer_def ct_layer_def_activation = {
-    .min_inputs = 1, .max_inputs = 1, .keys = (const ct_key_table *const[]){&activation_keys, NULL}, .infer = same_shape_infer, .flops = elementwise_flops,
+    .min_inputs = 1, .max_inputs = 1, .keys = (const ct_key_table *const[]){&activation_keys, NULL},
+    .infer = same_shape_infer, .flops = elementwise_flops,
 };
 const ct_layer_def ct_layer_def_add = {
     .min_inputs = 2, .max_inputs = 2, .fused_activation = 1, .infer = add_infer, .flops = elementwise_flops,
