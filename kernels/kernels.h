@@ -107,6 +107,9 @@ int ct_launch_avgpool_backward(const ct_window_geom *d, const float *dy, float *
  *   vel = momentum * vel + g'                       (only when momentum != 0)
  *   upd = momentum == 0 ? g' : nesterov ? g' + momentum * vel : vel
  *   w -= lr * upd
+ * each product and sum rounded on its own in that order (no FMA), as the CPU backend's
+ * ct_cpu_sgd_step: the same inputs give its bits. The decay product is formed even when
+ * weight_decay == 0, as the CPU does.
  * Nesterov needs momentum != 0 and momentum != 0 needs vel: else cudaErrorInvalidValue. */
 int ct_launch_sgd_step(float *w, const float *g, float *vel, long n, const ct_device_step *step,
                        float momentum, int nesterov, float weight_decay, void *stream);
