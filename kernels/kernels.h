@@ -37,6 +37,13 @@ typedef struct ct_device_step {
 int ct_launch_bias_activation_forward(float *y, const float *bias, long rows, int c, int act,
                                       void *stream);
 
+/* The same with the pre-activation kept apart, for a layer whose activation's gradient needs its
+ * input (gelu): z: (rows, c) fp32, the layer's product, read; bias: (c) fp32 or NULL; y: (rows, c)
+ * fp32, either z itself (then exactly ct_launch_bias_activation_forward) or not overlapping it.
+ * In one pass: v = z + bias; y = act(v); and z = v when y is apart. */
+int ct_launch_bias_activation_keep(float *z, const float *bias, float *y, long rows, int c, int act,
+                                   void *stream);
+
 
 /* x, y: (n) fp32; y = act(x); y may equal x. */
 int ct_launch_activation_forward(const float *x, float *y, long n, int act, void *stream);

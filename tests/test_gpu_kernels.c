@@ -174,8 +174,10 @@ static double ref_act(double x, int act)
     }
 }
 
-/* offset (in floats) shifts y and bias off 16-byte alignment to take the scalar path. */
-static void test_bias_act_case(cudaStream_t s, long rows, int c, int with_bias, int offset, int act)
+/* offset (in floats) shifts y and bias off 16-byte alignment to take the scalar path. keep: through
+ * ct_launch_bias_activation_keep with the output apart, which must also leave z + bias (the
+ * pre-activation, bit for bit the float sum) in z. */
+static void test_bias_act_case(cudaStream_t s, long rows, int c, int with_bias, int offset, int act, int keep)
 {
     long total = rows * c;
     float *y = xmalloc((size_t)total * sizeof *y), *b = xmalloc((size_t)c * sizeof *b);
@@ -192,15 +194,32 @@ static void test_bias_act_case(cudaStream_t s, long rows, int c, int with_bias, 
 
     float *dy = dev_alloc((size_t)(total + offset) * sizeof *dy);
     float *db = dev_alloc((size_t)(c + offset) * sizeof *db);
+    float *dout = keep ? dev_alloc((size_t)(total + offset) * sizeof *dout) : NULL;
     h2d(dy + offset, y, (size_t)total * sizeof *y, s);
     h2d(db + offset, b, (size_t)c * sizeof *b, s);
+    if (dout)
+        dmemset(dout, 0xff, (size_t)(total + offset) * sizeof *dout, s);  /* NaN: must be overwritten */
     char what[128];
-    snprintf(what, sizeof what, "bias_act %s rows=%ld c=%d bias=%d offset=%d", ct_activation_name(act), rows,
-             c, with_bias, offset);
-    sync_launch(what, ct_launch_bias_activation_forward(dy + offset, with_bias ? db + offset : NULL, rows, c,
-                                                        act, s), s);
-    d2h(out, dy + offset, (size_t)total * sizeof *out, s);
+    snprintf(what, sizeof what, "bias_act %s rows=%ld c=%d bias=%d offset=%d keep=%d", ct_activation_name(act),
+             rows, c, with_bias, offset, keep);
+    const float *bias = with_bias ? db + offset : NULL;
+    if (keep)
+        sync_launch(what, ct_launch_bias_activation_keep(dy + offset, bias, dout + offset, rows, c, act, s), s);
+    else
+        sync_launch(what, ct_launch_bias_activation_forward(dy + offset, bias, rows, c, act, s), s);
+    d2h(out, (keep ? dout : dy) + offset, (size_t)total * sizeof *out, s);
     check_close(what, out, want, total, REL_TOL, 1e-7);
+    if (keep) {
+        float *sum = xmalloc((size_t)total * sizeof *sum);
+        for (long i = 0; i < total; i++)
+            sum[i] = with_bias ? y[i] + b[i % c] : y[i];
+        d2h(out, dy + offset, (size_t)total * sizeof *out, s);
+        char zwhat[160];
+        snprintf(zwhat, sizeof zwhat, "%s (pre-activation)", what);
+        check_bits(zwhat, out, sum, total);
+        free(sum);
+        GPU_OK(cudaFree(dout));
+    }
     GPU_OK(cudaFree(dy));
     GPU_OK(cudaFree(db));
     free(y), free(b), free(out), free(want);
@@ -209,10 +228,12 @@ static void test_bias_act_case(cudaStream_t s, long rows, int c, int with_bias, 
 static void test_bias_act(cudaStream_t s)
 {
     for (int act = 0; act < CT_ACT_COUNT; act++) {
-        test_bias_act_case(s, 257, 64, 1, 0, act);   /* float4 path */
-        test_bias_act_case(s, 37, 13, 1, 0, act);    /* c % 4 != 0: scalar path */
-        test_bias_act_case(s, 33, 8, 1, 1, act);     /* misaligned: scalar path */
-        test_bias_act_case(s, 19, 12, 0, 0, act);    /* no bias */
+        for (int keep = 0; keep <= 1; keep++) {
+            test_bias_act_case(s, 257, 64, 1, 0, act, keep);   /* float4 path */
+            test_bias_act_case(s, 37, 13, 1, 0, act, keep);    /* c % 4 != 0: scalar path */
+            test_bias_act_case(s, 33, 8, 1, 1, act, keep);     /* misaligned: scalar path */
+            test_bias_act_case(s, 19, 12, 0, 0, act, keep);    /* no bias */
+        }
     }
 
     /* NaN survives every activation, so the finite checks downstream still see it. */
@@ -228,6 +249,11 @@ static void test_bias_act(cudaStream_t s)
 
     CHECK(ct_launch_bias_activation_forward(NULL, NULL, 0, 4, CT_ACT_RELU, s) == 0);
     CHECK(ct_launch_bias_activation_forward(NULL, NULL, 1, 4, CT_ACT_COUNT, s) == (int)cudaErrorInvalidValue);
+    float *e = dev_alloc(4 * sizeof *e);
+    CHECK(ct_launch_bias_activation_keep(e, NULL, NULL, 1, 4, CT_ACT_GELU, s) == (int)cudaErrorInvalidValue);
+    CHECK(ct_launch_bias_activation_keep(NULL, NULL, e, 1, 4, CT_ACT_GELU, s) == (int)cudaErrorInvalidValue);
+    CHECK(ct_launch_bias_activation_keep(NULL, NULL, NULL, 0, 4, CT_ACT_GELU, s) == 0);
+    GPU_OK(cudaFree(e));
 }
 
 /* ---- SGD ---- */

@@ -21,6 +21,14 @@ static const char *NET =
     "[drop]\ntype = dropout\nrate = 0.3\n"
     "[out]\ntype = dense\nunits = 5\n";
 
+static const ct_layer *layer_named(const ct_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_layers; i++)
+        if (strcmp(g->layers[i].cfg->name, name) == 0)
+            return &g->layers[i];
+    return NULL;
+}
+
 /* Mean loss of one training-mode forward pass (fixed dropout seed, batch statistics). */
 static double loss_at(ct_replica *r, int n)
 {
@@ -56,6 +64,17 @@ int main(void)
     ct_graph_plan(g, be, n, net->cfg.train.optimizer, &plan);
     CHECK_MSG(plan.total == g->allocated, "plan %zu bytes, allocated %zu", plan.total, g->allocated);
     CHECK(plan.activations > 0 && plan.gradients > 0 && plan.params == 2 * g->n_params * sizeof(float));
+    /* a fused activation keeps its pre-activation only where its gradient needs it (gelu): tanh
+     * and sigmoid run in place and take their gradients from the output, which the finite
+     * differences below check */
+    static const struct { const char *name; int kept; } fused[] = {
+        {"c1", 0}, {"c2", 0}, {"c3", 0}, {"res", 1}, {"fc", 1}, {"out", 0},
+    };
+    for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++) {
+        const ct_layer *l = layer_named(g, fused[i].name);
+        CHECK_MSG(l && (l->z != l->y) == fused[i].kept && (l->z->data != l->y->data) == fused[i].kept,
+                  "[%s] should %skeep its pre-activation", fused[i].name, fused[i].kept ? "" : "not ");
+    }
     /* the CPU device's memory is host memory: the test writes the tensors directly */
     CHECK(be->dev->host_memory);
     float *x = ct_f32(&g->x), *params = ct_f32(&g->params);

@@ -5,6 +5,12 @@
  * we accumulate into), and cached with the descriptors they were measured with: a step only looks
  * its shape up, enqueues and returns, without allocating or waiting.
  *
+ * Epilogue. cuDNN writes the product into z, then one kernel pass adds the bias and applies the
+ * activation: y = act(z + b). z is y itself unless the activation's gradient needs its input
+ * (gelu; ct_layer_keeps_preactivation), when the same pass also leaves z + b in z. cuDNN's own
+ * fused cudnnConvolutionBiasActivationForward is not used: it offers relu alone (identity only
+ * with IMPLICIT_PRECOMP_GEMM), which would tie the algorithm choice to the activation.
+ *
  * TensorFlow's 'same' padding puts the odd unit of padding at the bottom/right, which cuDNN's
  * symmetric padding cannot say. Such a layer convolves a copy of x with the extra zero row and
  * column appended ((n, h + extra_h, w + extra_w, c), in the shared workspace) under the symmetric
@@ -34,7 +40,7 @@ typedef struct conv_choice {
 typedef struct conv_entry {
     conv_key key;
     cudnnTensorDescriptor_t x;       /* (n, hp, wp, c): x, or its padded copy; also dx */
-    cudnnTensorDescriptor_t y;       /* (n, oh, ow, f): y and dz */
+    cudnnTensorDescriptor_t y;       /* (n, oh, ow, f): z and dz */
     cudnnFilterDescriptor_t w;       /* (f, kh, kw, c): w and dw */
     /* one per direction: each carries the math type its algorithm was measured with */
     cudnnConvolutionDescriptor_t conv_fwd, conv_bwd_data, conv_bwd_filter;
@@ -337,7 +343,8 @@ static ct_status check_fits(const conv_run *r, const conv_choice *c, ct_err *err
     return CT_OK;
 }
 
-// x: (n, h, w, c) fp32; w: (f, kh, kw, c); b: (f) or NULL; z: (n, oh, ow, f), overwritten
+// x: (n, h, w, c) fp32; w: (f, kh, kw, c); b: (f) or NULL; z: (n, oh, ow, f) = conv + b, kept only
+// where it is not y; y: (n, oh, ow, f) = act(conv + b)
 static ct_status conv_forward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
@@ -363,15 +370,15 @@ static ct_status conv_forward(ct_backend *be, ct_layer *l, int n, ct_err *err)
         CT_CUDA_CHECK(ct_launch_pad_nhwc(x, r.xp, n, g->key.h, g->key.w, g->key.c, g->hp, g->wp, cu->compute), err);
         x = r.xp;
     }
-    float *z = ct_f32(l->z);
+    float *z = ct_f32(l->z), *y = ct_f32(l->y);
     const float one = 1.0f, zero = 0.0f;
     CT_CUDNN_CHECK(cudnnConvolutionForward(cu->dnn, &one, e->x, x, e->w, ct_f32(l->w), e->conv_fwd,
                                            (cudnnConvolutionFwdAlgo_t)e->fwd.algo, r.algo_ws, e->fwd.bytes, &zero,
                                            e->y, z), err);
-    if (l->b)
-        CT_CUDA_CHECK(ct_launch_bias_activation_forward(z, ct_f32(l->b), (long)n * g->oh * g->ow, g->key.f,
-                                                        (int)CT_ACT_LINEAR, cu->compute), err);
-    return ct_cuda_apply_activation(be, l, n, err);
+    /* the epilogue in one pass: y = act(z + b), and z = z + b where z is kept apart from y */
+    CT_CUDA_CHECK(ct_launch_bias_activation_keep(z, ct_f32(l->b), y, (long)n * g->oh * g->ow, g->key.f, (int)l->act,
+                                                 cu->compute), err);
+    return CT_OK;
 }
 
 // dy: (n, oh, ow, f) -> dz, act' applied; x: (n, h, w, c); dx: like x or NULL, += ;
