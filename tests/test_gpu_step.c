@@ -423,7 +423,7 @@ int main(void)
     if (st == CT_OK)
         st = ct_graph_build(&g, &net->cfg, net->graph.input, net->graph.classes, &err);
     if (st == CT_OK)
-        st = ct_graph_bind(&g, gpu, BATCH, CT_OPT_ADAM, tc->seed, 0, &err);
+        st = ct_graph_bind(&g, gpu, BATCH, tc->optimizer, tc->seed, 0, &err);
     size_t x_bytes = (size_t)BATCH * ct_shape_size(g.input) * sizeof(float), y_bytes = BATCH * sizeof(int32_t);
     /* ct_graph_bind has reserved the workspace and staging for its batch already; reserving
      * again, as a rebind would, must simply replace them */
@@ -445,12 +445,9 @@ int main(void)
 
     staging_check(&g);
 
-    step_ctx c = {
-        .g = &g, .n = BATCH,
-        .opt = {.kind = CT_OPT_ADAM, .params = &g.params, .grads = &g.grads, .m = &g.opt_m, .v = &g.opt_v,
-                .momentum = tc->momentum, .beta1 = tc->beta1, .beta2 = tc->beta2,
-                .epsilon = tc->epsilon, .weight_decay = tc->weight_decay, .nesterov = tc->nesterov},
-    };
+    /* the update the trainer itself hands the backend */
+    step_ctx c = {.g = &g, .n = BATCH, .opt = ct_train_optim_step(tc, &g)};
+    CHECK(c.opt.kind == CT_OPT_ADAM && c.opt.params == &g.params && c.opt.m == &g.opt_m && c.opt.v == &g.opt_v);
     snapshot init = {0}, direct = {0}, again = {0}, graph = {0};
     double loss_direct = 0, loss_again = 0, loss_graph = 0, ms_direct = 0, ms_again = 0, ms_graph = 0;
     int ok = take(&g, &init);
