@@ -1,5 +1,16 @@
-/* What a backend needs for a bound network, asked of its per-type ops. */
+/* What a backend needs for a bound network, asked of its per-type ops; its note. */
+#include <stdio.h>
+#include <string.h>
+
 #include "graph/graph.h"
+
+void ct_backend_add_note(ct_backend *be, const char *text)
+{
+    size_t used = strlen(be->note);
+    if (used + 1 >= sizeof be->note)
+        return;
+    snprintf(be->note + used, sizeof be->note - used, "%s%s", used ? "; " : "", text);
+}
 
 void ct_backend_sizes(ct_backend *be, const ct_graph *g, int batch, size_t *workspace, size_t *scratch)
 {

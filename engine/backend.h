@@ -114,13 +114,18 @@ struct ct_backend {
     const ct_backend_ops *ops;
     ct_device *dev;          /* the device it runs on; not owned */
     int graphs;              /* 1 while run_step captures and replays (0 after a capture failed) */
-    char note[256];          /* why graphs were turned off, when they were */
+    char note[512];          /* what the backend changed on its own: why graphs were turned off,
+                              * a nondeterministic algorithm where a deterministic one was asked
+                              * for ("" when nothing); added to with ct_backend_add_note */
     void *impl;              /* backend-private state */
 };
 
 /* What the backend needs for network g at batch: the largest per-layer workspace and the largest
  * layer output (the scratch), in bytes. */
 void ct_backend_sizes(ct_backend *be, const struct ct_graph *g, int batch, size_t *workspace, size_t *scratch);
+
+/* Appends text to be->note, after "; " when it holds one already; cut to fit. */
+void ct_backend_add_note(ct_backend *be, const char *text);
 
 ct_status ct_cpu_backend_create(ct_backend **out, ct_device *dev, ct_err *err);
 
@@ -129,6 +134,8 @@ typedef struct ct_cuda_options {
     int graphs;              /* 1: run_step captures and replays CUDA graphs */
     int allow_tf32;          /* 1: cuDNN convolutions may use TF32 (PyTorch's default); matrix
                               * products stay in full fp32 either way, as PyTorch's do */
+    int deterministic;       /* 1: cuDNN convolutions run deterministic algorithms where one
+                              * fits ([train] deterministic); 0: the fastest */
 } ct_cuda_options;
 /* dev must be a CUDA device (ct_cuda_device_create). */
 ct_status ct_cuda_backend_create(ct_backend **out, ct_device *dev, const ct_cuda_options *opt, ct_err *err);

@@ -149,7 +149,8 @@ const char *ct_backend_name(const ct_net *net);        /* "cpu" once prepared */
 /* Why that backend was chosen, e.g. "devices = all but no CUDA device is present". */
 const char *ct_backend_reason(const ct_net *net);
 /* Anything the backend changed on its own while running, e.g. "CUDA graph capture failed,
- * running without graphs: ..."; "" when nothing. */
+ * running without graphs: ..." or, with deterministic = on, that a convolution had no
+ * deterministic algorithm; several are joined with "; ". "" when nothing. */
 const char *ct_backend_note(const ct_net *net);
 int ct_batch_size(const ct_net *net);
 long ct_train_images(const ct_net *net);

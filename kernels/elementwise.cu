@@ -104,30 +104,39 @@ __device__ __forceinline__ float activation_grad(float x, float y, float dy, int
     }
 }
 
-// y: (total / c, c); bias: (c) or NULL
+// z: (total / c, c); bias: (c) or NULL; y: like z, either z itself or apart from it.
+// v = z + bias; y = act(v); z = v as well when y is apart (the pre-activation kept) and a bias
+// changed it. One pass: each element read once and written once (twice when kept).
 template <typename Index>
-__global__ void bias_act_kernel(float *y, const float *bias, Index total, Index c, int act)
+__global__ void bias_act_kernel(float *z, const float *bias, float *y, Index total, Index c, int act)
 {
+    const bool keep = y != z && bias;
     const Index stride = (Index)gridDim.x * blockDim.x;
     for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        float v = y[i];
+        float v = z[i];
         if (bias)
             v += bias[i % c];
+        if (keep)
+            z[i] = v;
         y[i] = activate(v, act);
     }
 }
 
-// y: (total4 / c4, c4) float4, i.e. (rows, c) with c % 4 == 0; bias: (c4) float4 or NULL
+// z, y: (total4 / c4, c4) float4, i.e. (rows, c) with c % 4 == 0; bias: (c4) float4 or NULL; as
+// bias_act_kernel
 template <typename Index>
-__global__ void bias_act_vec4_kernel(float4 *y, const float4 *bias, Index total4, Index c4, int act)
+__global__ void bias_act_vec4_kernel(float4 *z, const float4 *bias, float4 *y, Index total4, Index c4, int act)
 {
+    const bool keep = y != z && bias;
     const Index stride = (Index)gridDim.x * blockDim.x;
     for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < total4; i += stride) {
-        float4 v = y[i];
+        float4 v = z[i];
         if (bias) {
             const float4 b = bias[i % c4];
             v.x += b.x; v.y += b.y; v.z += b.z; v.w += b.w;
         }
+        if (keep)
+            z[i] = v;
         v.x = activate(v.x, act);
         v.y = activate(v.y, act);
         v.z = activate(v.z, act);
@@ -324,36 +333,44 @@ long long volume(int n, int h, int w, int c)
 }  // namespace
 
 // y: (rows, c) fp32; bias: (c) fp32 or NULL
-extern "C" int ct_launch_bias_activation_forward(float *y, const float *bias, long rows, int c, int act,
-                                                 void *stream)
+// z: (rows, c) fp32; bias: (c) or NULL; y: (rows, c), z itself or apart from it
+extern "C" int ct_launch_bias_activation_keep(float *z, const float *bias, float *y, long rows, int c, int act,
+                                              void *stream)
 {
-    if (rows < 0 || c <= 0 || !valid_act(act) || (rows > 0 && !y))
+    if (rows < 0 || c <= 0 || !valid_act(act) || (rows > 0 && (!z || !y)))
         return (int)cudaErrorInvalidValue;
-    if (rows == 0 || (act == CT_ACT_LINEAR && !bias))
+    if (rows == 0 || (act == CT_ACT_LINEAR && !bias && y == z))
         return (int)cudaSuccess;  // nothing to add, nothing to apply
     if (rows > LLONG_MAX / c)
         return (int)cudaErrorInvalidValue;
     const long long total = (long long)rows * c;
     cudaStream_t s = (cudaStream_t)stream;
-    if (c % 4 == 0 && aligned16(y) && (!bias || aligned16(bias))) {
+    if (c % 4 == 0 && aligned16(z) && aligned16(y) && (!bias || aligned16(bias))) {
         const long long total4 = total / 4;
         const unsigned blocks = blocks_for(total4);
         if (total4 <= INT_MAX)
             bias_act_vec4_kernel<unsigned><<<blocks, kThreads, 0, s>>>(
-                (float4 *)y, (const float4 *)bias, (unsigned)total4, (unsigned)(c / 4), act);
+                (float4 *)z, (const float4 *)bias, (float4 *)y, (unsigned)total4, (unsigned)(c / 4), act);
         else
             bias_act_vec4_kernel<unsigned long long><<<blocks, kThreads, 0, s>>>(
-                (float4 *)y, (const float4 *)bias, (unsigned long long)total4,
+                (float4 *)z, (const float4 *)bias, (float4 *)y, (unsigned long long)total4,
                 (unsigned long long)(c / 4), act);
     } else {
         const unsigned blocks = blocks_for(total);
         if (total <= INT_MAX)
-            bias_act_kernel<unsigned><<<blocks, kThreads, 0, s>>>(y, bias, (unsigned)total, (unsigned)c, act);
+            bias_act_kernel<unsigned><<<blocks, kThreads, 0, s>>>(z, bias, y, (unsigned)total, (unsigned)c, act);
         else
             bias_act_kernel<unsigned long long><<<blocks, kThreads, 0, s>>>(
-                y, bias, (unsigned long long)total, (unsigned long long)c, act);
+                z, bias, y, (unsigned long long)total, (unsigned long long)c, act);
     }
     return (int)cudaGetLastError();
+}
+
+// y: (rows, c) fp32, in place; bias: (c) or NULL
+extern "C" int ct_launch_bias_activation_forward(float *y, const float *bias, long rows, int c, int act,
+                                                 void *stream)
+{
+    return ct_launch_bias_activation_keep(y, bias, y, rows, c, act, stream);
 }
 
 // x, y: (n) fp32

@@ -37,6 +37,13 @@ typedef struct ct_device_step {
 int ct_launch_bias_activation_forward(float *y, const float *bias, long rows, int c, int act,
                                       void *stream);
 
+/* The same with the pre-activation kept apart, for a layer whose activation's gradient needs its
+ * input (gelu): z: (rows, c) fp32, the layer's product, read; bias: (c) fp32 or NULL; y: (rows, c)
+ * fp32, either z itself (then exactly ct_launch_bias_activation_forward) or not overlapping it.
+ * In one pass: v = z + bias; y = act(v); and z = v when y is apart. */
+int ct_launch_bias_activation_keep(float *z, const float *bias, float *y, long rows, int c, int act,
+                                   void *stream);
+
 
 /* x, y: (n) fp32; y = act(x); y may equal x. */
 int ct_launch_activation_forward(const float *x, float *y, long n, int act, void *stream);
@@ -107,6 +114,9 @@ int ct_launch_avgpool_backward(const ct_window_geom *d, const float *dy, float *
  *   vel = momentum * vel + g'                       (only when momentum != 0)
  *   upd = momentum == 0 ? g' : nesterov ? g' + momentum * vel : vel
  *   w -= lr * upd
+ * each product and sum rounded on its own in that order (no FMA), as the CPU backend's
+ * ct_cpu_sgd_step: the same inputs give its bits. The decay product is formed even when
+ * weight_decay == 0, as the CPU does.
  * Nesterov needs momentum != 0 and momentum != 0 needs vel: else cudaErrorInvalidValue. */
 int ct_launch_sgd_step(float *w, const float *g, float *vel, long n, const ct_device_step *step,
                        float momentum, int nesterov, float weight_decay, void *stream);

@@ -23,18 +23,27 @@ struct SgdParams {
     int nesterov;
 };
 
-// One element of PyTorch's SGD; vel is read and written only when momentum != 0.
+// One element of PyTorch's SGD, in the CPU backend's order operation for operation
+// (engine/cpu/optim.c, ct_cpu_sgd_step):
+//   gi   = g + weight_decay * w
+//   vel  = momentum * vel + gi                      (momentum only)
+//   step = nesterov ? gi + momentum * vel : vel     (momentum only; else step = gi)
+//   w    = w - lr * step
+// The _rn intrinsics are never contracted into FMAs (fmaf rounds once where the CPU, built as C11
+// without -ffp-contract, rounds the product and the sum apart), so the GPU gives the CPU's bits.
+// Like the CPU, the decay product is formed even when weight_decay == 0: for a finite w,
+// g + 0 * w == g, and skipping it would part from the CPU only on signed zeros and infinite
+// weights. vel is read and written only when momentum != 0.
 __device__ __forceinline__ float sgd_elem(float w, float g, float *vel, float lr, const SgdParams &p)
 {
-    // Skipping the product when weight_decay == 0 matches PyTorch, and keeps an inf weight from
-    // turning the gradient into NaN through 0 * inf.
-    float d = p.weight_decay != 0.0f ? fmaf(p.weight_decay, w, g) : g;
+    const float gi = __fadd_rn(g, __fmul_rn(p.weight_decay, w));
+    float step = gi;
     if (p.momentum != 0.0f) {
-        const float v = fmaf(p.momentum, *vel, d);
+        const float v = __fadd_rn(__fmul_rn(p.momentum, *vel), gi);
         *vel = v;
-        d = p.nesterov ? fmaf(p.momentum, v, d) : v;
+        step = p.nesterov ? __fadd_rn(gi, __fmul_rn(p.momentum, v)) : v;
     }
-    return fmaf(-lr, d, w);
+    return __fsub_rn(w, __fmul_rn(lr, step));
 }
 
 // w, g, vel: (n); vel unused when momentum == 0

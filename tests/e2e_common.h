@@ -17,7 +17,8 @@ static int e2e_on_epoch(const ct_epoch_stats *s, void *user)
     return 0;
 }
 
-/* Trains on `devices` ("cpu", or "0" for the first GPU, which must then train: no fallback). */
+/* Trains on `devices` ("cpu", or "0" for the first GPU, which must then train: no fallback to the
+ * CPU, and graph-captured steps throughout, no fallback to direct launches). */
 static inline int e2e_run_on(const char *model, double target, const char *devices)
 {
     char path[1024], value[1024];
@@ -46,11 +47,18 @@ static inline int e2e_run_on(const char *model, double target, const char *devic
     clock_gettime(CLOCK_MONOTONIC, &t1);
     CHECK_MSG(st == CT_OK, "%s", ct_errmsg(net));
     printf("backend %s (%s)\n", ct_backend_name(net), ct_backend_reason(net));
-    if (strcmp(devices, "cpu") != 0)
-        CHECK_MSG(strcmp(ct_backend_name(net), "cuda") == 0, "devices = %s trained on %s", devices,
-                  ct_backend_name(net));
     if (ct_backend_note(net)[0])
         printf("note: %s\n", ct_backend_note(net));
+    if (strcmp(devices, "cpu") != 0) {
+        CHECK_MSG(strcmp(ct_backend_name(net), "cuda") == 0, "devices = %s trained on %s", devices,
+                  ct_backend_name(net));
+        /* a GPU run trains the captured step: graphs on from the start, and no note, which the
+         * backend leaves when capture failed and it fell back to direct launches (or when it ran
+         * otherwise than the config asked) */
+        CHECK_MSG(strstr(ct_backend_reason(net), "graph on") != NULL, "the GPU trained without graphs: %s",
+                  ct_backend_reason(net));
+        CHECK_MSG(ct_backend_note(net)[0] == '\0', "the GPU run left a note: %s", ct_backend_note(net));
+    }
     double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     printf("%s: test accuracy %.4f (target %.3f), test loss %.4f, %ld test images, %.1f s wall clock\n",
            model, r.accuracy, target, r.loss, r.images, seconds);

@@ -190,6 +190,7 @@ static void test_synthetic_and_defaults(void)
         "weight_decay = 0.0005\n"
         "devices = cpu\n"
         "graph = auto\n"
+        "deterministic = on\n"
         "[fc]\n"
         "type = dense\n"
         "units = 4\n";
@@ -218,6 +219,7 @@ static void test_synthetic_and_defaults(void)
     CHECK_NEAR(cfg.train.weight_decay, 0.0005, 1e-9);
     CHECK(strcmp(cfg.train.devices, "cpu") == 0);
     CHECK(cfg.train.graph == -1);
+    CHECK(cfg.train.deterministic == 1);
     ct_config_free(&cfg);
 
     /* only the required keys: everything else is a default */
@@ -245,6 +247,7 @@ static void test_synthetic_and_defaults(void)
     CHECK(t->precision == CT_PREC_FP32);
     CHECK(strcmp(t->devices, "all") == 0);
     CHECK(t->graph == -1 && t->seed == 42 && t->threads == 0);
+    CHECK(t->deterministic == 0);
     const ct_data_settings *d = &cfg.data;
     CHECK(d->line == 1);
     CHECK(d->shape.h == 28 && d->shape.w == 28 && d->shape.c == 1);
@@ -296,13 +299,28 @@ static void test_set(void)
     CHECK(ct_ini_set(&ini, "conv1.filters", "8", &err) == CT_OK);
     CHECK(ct_ini_set(&ini, "data.workers", "8", &err) == CT_OK);
     CHECK(ct_ini_set(&ini, "data.pipeline", "sync", &err) == CT_OK);
+    CHECK(ct_ini_set(&ini, "train.deterministic", "on", &err) == CT_OK);
     ct_status st = ct_config_load(&cfg, &ini, &err);
     CHECK_MSG(st == CT_OK, "%s", err.msg);
     if (st == CT_OK) {
         CHECK(cfg.train.batch == 128 && cfg.train.epochs == 2 && cfg.layers[0].filters == 8);
         CHECK(cfg.data.workers == 8 && cfg.data.pipeline == CT_PIPELINE_SYNC);
+        CHECK(cfg.train.deterministic == 1);
         ct_config_free(&cfg);
     }
+    CHECK(ct_ini_set(&ini, "train.deterministic", "off", &err) == CT_OK);
+    st = ct_config_load(&cfg, &ini, &err);
+    CHECK_MSG(st == CT_OK, "%s", err.msg);
+    if (st == CT_OK) {
+        CHECK(cfg.train.deterministic == 0);
+        ct_config_free(&cfg);
+    }
+    CHECK(ct_ini_set(&ini, "train.deterministic", "always", &err) == CT_OK);
+    st = ct_config_load(&cfg, &ini, &err);
+    CHECK(st == CT_ERR_CONFIG && err.line == 0);
+    CHECK_MSG(ct_contains(err.msg, "--set train.deterministic: bad boolean 'always' for deterministic"), "%s",
+              err.msg);
+    CHECK(ct_ini_set(&ini, "train.deterministic", "off", &err) == CT_OK);
     CHECK(ct_ini_set(&ini, "data.workers", "auto", &err) == CT_OK);
     CHECK(ct_ini_set(&ini, "data.prefetch", "0", &err) == CT_OK);
     st = ct_config_load(&cfg, &ini, &err);
@@ -412,6 +430,10 @@ static const bad_case bad_cases[] = {
     {"dropout without rate", SYN "[drop]\ntype = dropout\n", 3, "[drop] needs 'rate'"},
     {"bad bool", SYN "[fc]\ntype = dense\nunits = 3\nbias = maybe\n", 6, "bad boolean 'maybe' for bias"},
     {"bad graph", SYN "[train]\ngraph = sometimes\n" FC, 4, "bad value 'sometimes' for graph; expected on, off or auto"},
+    {"bad deterministic", SYN "[train]\nepochs = 2\ndeterministic = mostly\n" FC, 5,
+     "bad boolean 'mostly' for deterministic; expected on, off,"},
+    {"deterministic in a layer", SYN "[c]\ntype = conv2d\nfilters = 2\nsize = 3\ndeterministic = on\n", 7,
+     "unknown key 'deterministic' in [c]"},
     {"classes 1", "[data]\nformat = synthetic\nclasses = 1\n" FC, 3, "classes must be between 2 and 256, got 1"},
     /* enums */
     {"unknown optimizer", SYN "[train]\noptimizer = adan\n" FC, 4, "unknown optimizer 'adan' (did you mean 'adam'?)"},

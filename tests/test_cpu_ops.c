@@ -589,13 +589,24 @@ static void test_activation_values(void)
     CHECK(inplace[0] == 0 && inplace[3] == 1);
     ct_cpu_activation_forward(CT_ACT_LINEAR, x, y, 4);
     CHECK(memcmp(x, y, sizeof x) == 0);
-    /* gelu'(0) = 0.5, sigmoid'(0) = 0.25, both added to what dx held */
-    const float zero = 0, one = 1;
+    /* gelu'(0) = 0.5 (from x), sigmoid'(0) = 0.25 (from y = 0.5), both added to what dx held */
+    const float zero = 0, half = 0.5f, one = 1;
     float d = 1;
     ct_cpu_activation_backward(CT_ACT_GELU, &zero, NULL, &one, &d, 1);
     CHECK_NEAR(d, 1.5, 1e-6);
-    ct_cpu_activation_backward(CT_ACT_SIGMOID, &zero, NULL, &one, &d, 1);
+    ct_cpu_activation_backward(CT_ACT_SIGMOID, NULL, &half, &one, &d, 1);
     CHECK_NEAR(d, 1.75, 1e-6);
+    /* relu and leaky given y in x's place, as a fused activation without its pre-activation does:
+     * y > 0 exactly where x > 0, so the same gradients */
+    const float xs[4] = {-2, -0.0f, 0.5f, 3}, dys[4] = {1, 2, 3, 4};
+    for (int a = CT_ACT_RELU; a <= CT_ACT_LEAKY; a++) {
+        float ys[4], from_x[4] = {0}, from_y[4] = {0};
+        ct_cpu_activation_forward((ct_activation)a, xs, ys, 4);
+        ct_cpu_activation_backward((ct_activation)a, xs, ys, dys, from_x, 4);
+        ct_cpu_activation_backward((ct_activation)a, ys, ys, dys, from_y, 4);
+        CHECK_MSG(memcmp(from_x, from_y, sizeof from_x) == 0, "%s: the gradient from y differs from x's",
+                  ct_activation_name((ct_activation)a));
+    }
 }
 
 typedef struct dropout_case {

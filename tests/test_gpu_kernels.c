@@ -1,13 +1,15 @@
 /* The CUDA kernels of kernels/ against references on random data: computed here in double
  * precision for bias + activation (every activation, vectorised and scalar paths), SGD (plain,
- * weight decay, momentum, Nesterov; several steps so the momentum buffer carries), and softmax
+ * weight decay, momentum, Nesterov; several steps so the momentum buffer carries; also bit for bit
+ * against the CPU's ct_cpu_sgd_step, whose order the kernel follows), and softmax
  * cross-entropy (loss sum, gradient, accuracy, ties, in place, evaluation only, bad labels); the
  * CPU backend's own functions (engine/cpu/cpu_ops.h) for activations and their gradients, add,
  * accumulate, column sums (also run twice: bit-identical), dropout (masks bit for bit), padding,
  * max and average pooling (overlapping windows, padding, a window wholly in the padding, ties),
  * Adam and AdamW over several steps, and the non-finite count.
  * Where the kernels follow the CPU's arithmetic operation for operation, values that are not
- * bit-identical are reported as a note (not a failure), to show where the two part.
+ * bit-identical are reported as a note (not a failure), to show where the two part; for SGD they
+ * are a failure: its kernel is held to the CPU's bits.
  * Exits 77 (skipped) without a GPU or without the CUDA backend. */
 #include <float.h>
 #include <math.h>
@@ -172,8 +174,10 @@ static double ref_act(double x, int act)
     }
 }
 
-/* offset (in floats) shifts y and bias off 16-byte alignment to take the scalar path. */
-static void test_bias_act_case(cudaStream_t s, long rows, int c, int with_bias, int offset, int act)
+/* offset (in floats) shifts y and bias off 16-byte alignment to take the scalar path. keep: through
+ * ct_launch_bias_activation_keep with the output apart, which must also leave z + bias (the
+ * pre-activation, bit for bit the float sum) in z. */
+static void test_bias_act_case(cudaStream_t s, long rows, int c, int with_bias, int offset, int act, int keep)
 {
     long total = rows * c;
     float *y = xmalloc((size_t)total * sizeof *y), *b = xmalloc((size_t)c * sizeof *b);
@@ -190,15 +194,32 @@ static void test_bias_act_case(cudaStream_t s, long rows, int c, int with_bias, 
 
     float *dy = dev_alloc((size_t)(total + offset) * sizeof *dy);
     float *db = dev_alloc((size_t)(c + offset) * sizeof *db);
+    float *dout = keep ? dev_alloc((size_t)(total + offset) * sizeof *dout) : NULL;
     h2d(dy + offset, y, (size_t)total * sizeof *y, s);
     h2d(db + offset, b, (size_t)c * sizeof *b, s);
+    if (dout)
+        dmemset(dout, 0xff, (size_t)(total + offset) * sizeof *dout, s);  /* NaN: must be overwritten */
     char what[128];
-    snprintf(what, sizeof what, "bias_act %s rows=%ld c=%d bias=%d offset=%d", ct_activation_name(act), rows,
-             c, with_bias, offset);
-    sync_launch(what, ct_launch_bias_activation_forward(dy + offset, with_bias ? db + offset : NULL, rows, c,
-                                                        act, s), s);
-    d2h(out, dy + offset, (size_t)total * sizeof *out, s);
+    snprintf(what, sizeof what, "bias_act %s rows=%ld c=%d bias=%d offset=%d keep=%d", ct_activation_name(act),
+             rows, c, with_bias, offset, keep);
+    const float *bias = with_bias ? db + offset : NULL;
+    if (keep)
+        sync_launch(what, ct_launch_bias_activation_keep(dy + offset, bias, dout + offset, rows, c, act, s), s);
+    else
+        sync_launch(what, ct_launch_bias_activation_forward(dy + offset, bias, rows, c, act, s), s);
+    d2h(out, (keep ? dout : dy) + offset, (size_t)total * sizeof *out, s);
     check_close(what, out, want, total, REL_TOL, 1e-7);
+    if (keep) {
+        float *sum = xmalloc((size_t)total * sizeof *sum);
+        for (long i = 0; i < total; i++)
+            sum[i] = with_bias ? y[i] + b[i % c] : y[i];
+        d2h(out, dy + offset, (size_t)total * sizeof *out, s);
+        char zwhat[160];
+        snprintf(zwhat, sizeof zwhat, "%s (pre-activation)", what);
+        check_bits(zwhat, out, sum, total);
+        free(sum);
+        GPU_OK(cudaFree(dout));
+    }
     GPU_OK(cudaFree(dy));
     GPU_OK(cudaFree(db));
     free(y), free(b), free(out), free(want);
@@ -207,10 +228,12 @@ static void test_bias_act_case(cudaStream_t s, long rows, int c, int with_bias, 
 static void test_bias_act(cudaStream_t s)
 {
     for (int act = 0; act < CT_ACT_COUNT; act++) {
-        test_bias_act_case(s, 257, 64, 1, 0, act);   /* float4 path */
-        test_bias_act_case(s, 37, 13, 1, 0, act);    /* c % 4 != 0: scalar path */
-        test_bias_act_case(s, 33, 8, 1, 1, act);     /* misaligned: scalar path */
-        test_bias_act_case(s, 19, 12, 0, 0, act);    /* no bias */
+        for (int keep = 0; keep <= 1; keep++) {
+            test_bias_act_case(s, 257, 64, 1, 0, act, keep);   /* float4 path */
+            test_bias_act_case(s, 37, 13, 1, 0, act, keep);    /* c % 4 != 0: scalar path */
+            test_bias_act_case(s, 33, 8, 1, 1, act, keep);     /* misaligned: scalar path */
+            test_bias_act_case(s, 19, 12, 0, 0, act, keep);    /* no bias */
+        }
     }
 
     /* NaN survives every activation, so the finite checks downstream still see it. */
@@ -226,21 +249,33 @@ static void test_bias_act(cudaStream_t s)
 
     CHECK(ct_launch_bias_activation_forward(NULL, NULL, 0, 4, CT_ACT_RELU, s) == 0);
     CHECK(ct_launch_bias_activation_forward(NULL, NULL, 1, 4, CT_ACT_COUNT, s) == (int)cudaErrorInvalidValue);
+    float *e = dev_alloc(4 * sizeof *e);
+    CHECK(ct_launch_bias_activation_keep(e, NULL, NULL, 1, 4, CT_ACT_GELU, s) == (int)cudaErrorInvalidValue);
+    CHECK(ct_launch_bias_activation_keep(NULL, NULL, e, 1, 4, CT_ACT_GELU, s) == (int)cudaErrorInvalidValue);
+    CHECK(ct_launch_bias_activation_keep(NULL, NULL, NULL, 0, 4, CT_ACT_GELU, s) == 0);
+    GPU_OK(cudaFree(e));
 }
 
 /* ---- SGD ---- */
 
+/* Against a double-precision reference (the formula) within REL_TOL, and against the CPU
+ * backend's ct_cpu_sgd_step bit for bit: the kernel follows its operations in order. Every
+ * fourth weight is near zero (|w| < 1e-4), where a fused multiply-add's single rounding shows as
+ * a relative difference of ~1e-5 after a few steps. */
 static void test_sgd_case(cudaStream_t s, long n, int offset, float lr, float momentum, int nesterov,
                           float wd)
 {
     const int steps = 3;
     float *w = xmalloc((size_t)n * sizeof *w), *g = xmalloc((size_t)n * steps * sizeof *g);
     float *out = xmalloc((size_t)n * sizeof *out);
+    float *cw = xmalloc((size_t)n * sizeof *cw), *cv = xmalloc((size_t)n * sizeof *cv);
     double *rw = xmalloc((size_t)n * sizeof *rw), *rv = xmalloc((size_t)n * sizeof *rv);
     for (long i = 0; i < n; i++) {
-        w[i] = uniform(-1.0f, 1.0f);
+        w[i] = i % 4 == 3 ? uniform(-1e-4f, 1e-4f) : uniform(-1.0f, 1.0f);
         rw[i] = w[i];
         rv[i] = 0.0;
+        cw[i] = w[i];
+        cv[i] = 0.0f;
     }
     for (long i = 0; i < n * steps; i++)
         g[i] = uniform(-1.0f, 1.0f);
@@ -263,6 +298,7 @@ static void test_sgd_case(cudaStream_t s, long n, int offset, float lr, float mo
         set_step(s, lr_t, 1.0f, 1.0f, 0);
         sync_launch(what, ct_launch_sgd_step(dw + offset, dg + offset, dv ? dv + offset : NULL, n, g_step,
                                              momentum, nesterov, wd, s), s);
+        ct_cpu_sgd_step(cw, gt, momentum != 0.0f ? cv : NULL, (size_t)n, lr_t, momentum, nesterov, wd);
         for (long i = 0; i < n; i++) {
             double d = (double)gt[i] + (double)wd * rw[i];
             if (momentum != 0.0f) {
@@ -272,18 +308,23 @@ static void test_sgd_case(cudaStream_t s, long n, int offset, float lr, float mo
             rw[i] -= lr_t * d;
         }
     }
+    char cpu_what[200];
+    snprintf(cpu_what, sizeof cpu_what, "%s vs ct_cpu_sgd_step", what);
     d2h(out, dw + offset, (size_t)n * sizeof *out, s);
     check_close(what, out, rw, n, REL_TOL, 1e-6);  /* w, vel are O(1): a few ulps absolute */
+    check_bits(cpu_what, out, cw, n);
     if (dv) {
         d2h(out, dv + offset, (size_t)n * sizeof *out, s);
-        char vwhat[200];
+        char vwhat[240];
         snprintf(vwhat, sizeof vwhat, "%s (velocity)", what);
         check_close(vwhat, out, rv, n, REL_TOL, 1e-6);
+        snprintf(vwhat, sizeof vwhat, "%.200s (velocity)", cpu_what);
+        check_bits(vwhat, out, cv, n);
         GPU_OK(cudaFree(dv));
     }
     GPU_OK(cudaFree(dw));
     GPU_OK(cudaFree(dg));
-    free(w), free(g), free(out), free(rw), free(rv);
+    free(w), free(g), free(out), free(rw), free(rv), free(cw), free(cv);
 }
 
 static void test_sgd(cudaStream_t s)

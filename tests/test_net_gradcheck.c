@@ -40,6 +40,14 @@ static const char *CONCAT_NET =
     "[flat]\ntype = flatten\n"
     "[out]\ntype = dense\nunits = 5\n";
 
+static const ct_layer *layer_named(const ct_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_layers; i++)
+        if (strcmp(g->layers[i].cfg->name, name) == 0)
+            return &g->layers[i];
+    return NULL;
+}
+
 /* Mean loss of one training-mode forward pass (fixed dropout seed, batch statistics). */
 static double loss_at(ct_replica *r, int n)
 {
@@ -92,10 +100,7 @@ static int smooth_side_agrees(ct_replica *r, int n, float *params, size_t p, flo
 /* concat's output after a forward pass: at every position, its inputs' channels in order. */
 static void check_concat_forward(const ct_graph *g, int n, int want_inputs, int want_channels)
 {
-    const ct_layer *cat = NULL;
-    for (int li = 0; li < g->n_layers; li++)
-        if (strcmp(g->layers[li].cfg->name, "cat") == 0)
-            cat = &g->layers[li];
+    const ct_layer *cat = layer_named(g, "cat");
     CHECK(cat && cat->n_in == want_inputs && cat->out.c == want_channels);
     if (!cat)
         return;
@@ -133,6 +138,15 @@ static void gradcheck(const char *text, int cat_inputs, int cat_channels)
     ct_graph_plan(g, be, n, net->cfg.train.optimizer, &plan);
     CHECK_MSG(plan.total == g->allocated, "plan %zu bytes, allocated %zu", plan.total, g->allocated);
     CHECK(plan.activations > 0 && plan.gradients > 0 && plan.params == 2 * g->n_params * sizeof(float));
+    /* a fused activation keeps its pre-activation only where its gradient needs it (gelu): tanh
+     * and sigmoid run in place and take their gradients from the output, which the finite
+     * differences below check */
+    for (int i = 0; i < g->n_layers; i++) {
+        const ct_layer *l = &g->layers[i];
+        int kept = l->def->fused_activation && l->act == CT_ACT_GELU;
+        CHECK_MSG((l->z != l->y) == kept && (l->z->data != l->y->data) == kept,
+                  "[%s] should %skeep its pre-activation", l->cfg->name, kept ? "" : "not ");
+    }
     /* the CPU device's memory is host memory: the test writes the tensors directly */
     CHECK(be->dev->host_memory);
     float *x = ct_f32(&g->x), *params = ct_f32(&g->params);

@@ -534,7 +534,7 @@ if last is None:
     t = "FAIL: no epoch logged (exit %d)" % train_rc
 else:
     acc = last.get("test_accuracy")
-    t = "final test accuracy %s (target 0.916), epoch %s/%s, train loss %s, %s img/s" % (
+    t = "final test accuracy %s (target 0.910), epoch %s/%s, train loss %s, %s img/s" % (
         "%.4f" % acc if num(acc) else "null", last.get("epoch"), last.get("epochs"),
         "%.4f" % last["loss"] if num(last.get("loss")) else "?",
         rate(last["images_per_s"]) if num(last.get("images_per_s")) else "?")

@@ -197,7 +197,8 @@ static ct_status open_cuda(ct_net *net, int count, ct_device **dev, ct_backend *
     int device = first_device(net, count);
     if (device < 0)
         return CT_ERR_CONFIG;
-    ct_cuda_options opt = {.graphs = net->cfg.train.graph != 0, .allow_tf32 = 1};
+    ct_cuda_options opt = {.graphs = net->cfg.train.graph != 0, .allow_tf32 = 1,
+                           .deterministic = net->cfg.train.deterministic};
     ct_status st = ct_cuda_device_create(dev, device, &net->err);
     if (st == CT_OK)
         st = ct_cuda_backend_create(be, *dev, &opt, &net->err);

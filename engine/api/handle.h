@@ -58,6 +58,9 @@ ct_status ct_train_stage_batch(ct_net *net, ct_replica *r, const ct_dataset *ds,
                                int augment, uint64_t aug_seed, ct_err *err);
 /* [train] threads for the calling thread's OpenMP work (the CPU backend). */
 void ct_train_apply_threads(const ct_net *net);
+/* The optimizer update of [train] t over bound network g's parameters, gradients and moments, as
+ * each training step passes it to the backend's optimizer_step. */
+ct_optim_step ct_train_optim_step(const ct_train_config *t, ct_graph *g);
 /* One optimizer step on every replica's batch in its network's input tensors (n samples each),
  * at learning rate lr. */
 ct_status ct_train_step(ct_net *net, int n, float lr, ct_err *err);

@@ -61,6 +61,7 @@ typedef struct ct_train_config {
     ct_precision precision;
     char devices[64];        /* "cpu", "all", or a comma list of ordinals */
     int graph;               /* 1 on, 0 off, -1 auto (on for CUDA) */
+    int deterministic;       /* 1: cuDNN's deterministic convolution algorithms where one exists */
     uint64_t seed;
     int threads;             /* CPU threads, 0 = all cores */
     long checkpoint_every;   /* also save every N steps (with --checkpoint DIR), 0 = epochs only */

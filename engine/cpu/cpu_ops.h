@@ -66,7 +66,8 @@ void ct_cpu_batchnorm_backward(const float *x, const float *gamma, const float *
 /* ---- elementwise, shared by several layer types ---- */
 /* y = act(x), n elements; y may equal x */
 void ct_cpu_activation_forward(ct_activation act, const float *x, float *y, size_t n);
-/* dx += dy * act'(x); x is the activation's input, y its output (either may be used) */
+/* dx += dy * act'(x); x is the activation's input, y its output. sigmoid and tanh read y, gelu
+ * reads x, relu and leaky read x and accept y in its place (ct_activation_grad_needs_input). */
 void ct_cpu_activation_backward(ct_activation act, const float *x, const float *y, const float *dy,
                                 float *dx, size_t n);
 /* Adds b to each row: y (rows, c) += b (c) */

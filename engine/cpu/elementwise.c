@@ -53,12 +53,15 @@ static float gelu_grad(float x)
     return cdf + x * INV_SQRT_2PI * expf(-0.5f * x * x);
 }
 
-// x (the input), y (the output, unused), dy, dx: (n); dx += dy act'(x)
+// x (the input), y (the output), dy, dx: (n); dx += dy act'(x)
 void ct_cpu_activation_backward(ct_activation act, const float *x, const float *y, const float *dy,
                                 float *dx, size_t n)
 {
-    /* derivatives are taken from x so every activation has the same requirement on the caller */
-    (void)y;
+    /* Sigmoid and tanh take their derivatives from y, so that a layer with a fused activation need
+     * not keep its pre-activation (ct_activation_grad_needs_input): y holds exactly the value the
+     * forward's sigmoid(x) / tanhf(x) gave, so the bits are those of recomputing it from x. relu and
+     * leaky test x > 0, which a caller without the input may ask of y (y > 0 exactly when x > 0);
+     * gelu needs x. */
     switch (act) {
     case CT_ACT_RELU:
 #pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
@@ -71,14 +74,14 @@ void ct_cpu_activation_backward(ct_activation act, const float *x, const float *
     case CT_ACT_SIGMOID:
 #pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++) {
-            float s = sigmoid(x[i]);
+            float s = y[i];
             dx[i] += dy[i] * s * (1.0f - s);
         }
         break;
     case CT_ACT_TANH:
 #pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++) {
-            float t = tanhf(x[i]);
+            float t = y[i];
             dx[i] += dy[i] * (1.0f - t * t);
         }
         break;

@@ -207,6 +207,7 @@ ct_status ct_cuda_backend_create(ct_backend **out, ct_device *dev, const ct_cuda
     cu->compute = cd->compute;
     cu->copy = cd->copy;
     cu->allow_tf32 = opt->allow_tf32 != 0;
+    cu->deterministic = opt->deterministic != 0;
     ct_status st = create_resources(cu, err);
     if (st == CT_OK)
         st = ct_cuda_matmul_init(cu, err);

@@ -1,9 +1,20 @@
 /* Convolution through cuDNN's descriptor API, NHWC fp32: activations (n, h, w, c), filters
  * (f, kh, kw, c) (cuDNN's NHWC filter format, KRSC), bias (f), and the fused activation after it.
- * The algorithms of each direction are measured once per shape with the non-Ex
- * cudnnFind* calls, which run on buffers of their own (so a search never overwrites the gradients
- * we accumulate into), and cached with the descriptors they were measured with: a step only looks
- * its shape up, enqueues and returns, without allocating or waiting.
+ *
+ * Algorithms. Each direction's (forward, backward data, backward filter) is measured once per
+ * shape with cudnnFind*AlgorithmEx on our own buffers and the shared workspace (the non-Ex searches
+ * allocate their own memory, whatever our workspace limit), and cached with the descriptors it was
+ * measured with: a step only looks its shape up, enqueues and returns, without allocating or
+ * waiting. The fastest usable algorithm runs; with deterministic = on the fastest deterministic
+ * one, or, where none fits, the fastest of all and a note on the backend. One generic search
+ * serves the three directions: a small adapter per direction runs its cuDNN call and turns its
+ * perf structs into one common form.
+ *
+ * Epilogue. cuDNN writes the product into z, then one kernel pass adds the bias and applies the
+ * activation: y = act(z + b). z is y itself unless the activation's gradient needs its input
+ * (gelu; ct_layer_keeps_preactivation), when the same pass also leaves z + b in z. cuDNN's own
+ * fused cudnnConvolutionBiasActivationForward is not used: it offers relu alone (identity only
+ * with IMPLICIT_PRECOMP_GEMM), which would tie the algorithm choice to the activation.
  *
  * TensorFlow's 'same' padding puts the odd unit of padding at the bottom/right, which cuDNN's
  * symmetric padding cannot say. Such a layer convolves a copy of x with the extra zero row and
@@ -24,6 +35,9 @@ typedef struct conv_key {
     int n, h, w, c, f, kh, kw, stride, pad_t, pad_l, extra_h, extra_w;
 } conv_key;
 
+/* The three directions of a convolution, each with its own algorithm. */
+enum { FWD, BWD_DATA, BWD_FILTER, DIRECTIONS };
+
 /* One direction's measured choice. */
 typedef struct conv_choice {
     int ready;          /* searched */
@@ -34,11 +48,11 @@ typedef struct conv_choice {
 typedef struct conv_entry {
     conv_key key;
     cudnnTensorDescriptor_t x;       /* (n, hp, wp, c): x, or its padded copy; also dx */
-    cudnnTensorDescriptor_t y;       /* (n, oh, ow, f): y and dz */
+    cudnnTensorDescriptor_t y;       /* (n, oh, ow, f): z and dz */
     cudnnFilterDescriptor_t w;       /* (f, kh, kw, c): w and dw */
     /* one per direction: each carries the math type its algorithm was measured with */
-    cudnnConvolutionDescriptor_t conv_fwd, conv_bwd_data, conv_bwd_filter;
-    conv_choice fwd, bwd_data, bwd_filter;
+    cudnnConvolutionDescriptor_t conv[DIRECTIONS];
+    conv_choice choice[DIRECTIONS];
 } conv_entry;
 
 /* ---- geometry ---- */
@@ -84,8 +98,9 @@ static size_t conv_workspace(ct_backend *be, const ct_layer *l, int n)
     return 2 * g.pad_bytes + CT_CUDNN_WORKSPACE_LIMIT;
 }
 
-/* The algorithm search allocates and synchronises, which a CUDA graph capture forbids; the first
- * run of each step is never captured, so reaching this inside one is a caller's bug. */
+/* The algorithm search synchronises (and the backward ones allocate a throwaway output), which a
+ * CUDA graph capture forbids; the first run of each step is never captured, so reaching this
+ * inside one is a caller's bug. */
 static ct_status ready_to_search(ct_cuda *cu, ct_err *err)
 {
     enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -94,9 +109,13 @@ static ct_status ready_to_search(ct_cuda *cu, ct_err *err)
         return ct_fail(err, CT_ERR_INTERNAL,
                        "a new convolution shape reached cuDNN's algorithm search inside a CUDA graph capture "
                        "(run each step shape once uncaptured first)");
-    /* the non-Ex searches read no data of ours, but finishing the queued work first keeps it out
-     * of their timings */
+    /* the search reads the inputs the queued work writes (the padded copy, dz), and finishing
+     * that work first keeps it out of the timings */
     CT_CUDA_CHECK(cudaStreamSynchronize(cu->compute), err);
+    /* an error left pending before the search is reported, never cleared with the search's own
+     * (clear_search_error) */
+    if (cudaPeekAtLastError() != cudaSuccess)
+        CT_CUDA_CHECK(cudaGetLastError(), err);
     return CT_OK;
 }
 
@@ -107,9 +126,8 @@ static void conv_entry_destroy(void *entry)
     if (e->x) cudnnDestroyTensorDescriptor(e->x);
     if (e->y) cudnnDestroyTensorDescriptor(e->y);
     if (e->w) cudnnDestroyFilterDescriptor(e->w);
-    if (e->conv_fwd) cudnnDestroyConvolutionDescriptor(e->conv_fwd);
-    if (e->conv_bwd_data) cudnnDestroyConvolutionDescriptor(e->conv_bwd_data);
-    if (e->conv_bwd_filter) cudnnDestroyConvolutionDescriptor(e->conv_bwd_filter);
+    for (int d = 0; d < DIRECTIONS; d++)
+        if (e->conv[d]) cudnnDestroyConvolutionDescriptor(e->conv[d]);
     memset(e, 0, sizeof *e);
 }
 
@@ -152,15 +170,15 @@ static ct_status conv_entry_make(ct_cuda *cu, const void *how, void *entry, ct_e
     /* (k, c, h, w) are named in that order whatever the layout; NHWC stores them (k, h, w, c) */
     CT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(e->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, k->f, k->c, k->kh, k->kw),
                    err);
-    ct_status st = make_conv_descriptor(cu, g, &e->conv_fwd, err);
-    if (st == CT_OK) st = make_conv_descriptor(cu, g, &e->conv_bwd_data, err);
-    if (st == CT_OK) st = make_conv_descriptor(cu, g, &e->conv_bwd_filter, err);
-    if (st != CT_OK)
-        return st;
+    for (int d = 0; d < DIRECTIONS; d++) {
+        ct_status st = make_conv_descriptor(cu, g, &e->conv[d], err);
+        if (st != CT_OK)
+            return st;
+    }
 
     /* the padded geometry must give exactly the layer's output size */
     int on = 0, oc = 0, oh = 0, ow = 0;
-    CT_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(e->conv_fwd, e->x, e->w, &on, &oc, &oh, &ow), err);
+    CT_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(e->conv[FWD], e->x, e->w, &on, &oc, &oh, &ow), err);
     if (on != k->n || oc != k->f || oh != g->oh || ow != g->ow)
         return ct_fail(err, CT_ERR_INTERNAL,
                        "cuDNN's output %dx%dx%dx%d differs from the layer's %dx%dx%dx%d (input %dx%d padded to "
@@ -184,19 +202,115 @@ static ct_status conv_entry_get(ct_cuda *cu, const conv_geom *g, conv_entry **ou
     return st;
 }
 
-/* Whether a measured result is one we may run: it ran, fits the algorithm workspace, gives the
- * same bits every time (a replayed CUDA graph must match direct launches exactly), and stays in
- * plain fp32 unless TF32 is allowed. TENSOR_OP_MATH_ALLOW_CONVERSION may round fp32 to fp16: never. */
-static int usable(const ct_cuda *cu, cudnnStatus_t status, size_t memory, cudnnDeterminism_t determinism,
-                  cudnnMathType_t math, size_t limit)
+typedef ct_conv_algo_perf algo_perf;
+
+/* The three cuDNN perf structs differ only in their algo's enum type. */
+#define COPY_PERF(dst, src, count) do { \
+    for (int i_ = 0; i_ < (count); i_++) \
+        (dst)[i_] = (algo_perf){(int)(src)[i_].algo, (src)[i_].status, (src)[i_].time, (src)[i_].memory, \
+                                (src)[i_].determinism, (src)[i_].mathType}; \
+} while (0)
+
+enum { MAX_ALGOS = 32 };   /* above any of cuDNN 9's *_ALGO_COUNT */
+
+static int clamp_count(int count) { return count < 1 ? 1 : count > MAX_ALGOS ? MAX_ALGOS : count; }
+
+/* The buffers a search runs on, as the step has them: the direction's inputs (forward: x, w;
+ * backward data: w, dy; backward filter: x, dy), its output (z, dx or dw), which the search
+ * overwrites with arbitrary values, and the algorithm workspace, whose size bounds the search. */
+typedef struct search_io {
+    const void *x, *w, *dy;
+    void *out;
+    void *ws;
+    size_t ws_bytes;
+} search_io;
+
+/* One direction's measurement: cudnnFind*AlgorithmEx over e's descriptors and io's buffers, its
+ * results into out (MAX_ALGOS entries), their number into *returned. */
+typedef ct_status (*find_fn)(ct_cuda *cu, const conv_entry *e, const search_io *io, int *returned, algo_perf *out,
+                             ct_err *err);
+
+// x: (n, hp, wp, c); w: (f, kh, kw, c); out: (n, oh, ow, f)
+static ct_status find_forward(ct_cuda *cu, const conv_entry *e, const search_io *io, int *returned, algo_perf *out,
+                              ct_err *err)
 {
-    if (status != CUDNN_STATUS_SUCCESS || memory > limit || determinism != CUDNN_DETERMINISTIC)
+    cudnnConvolutionFwdAlgoPerf_t perf[MAX_ALGOS];
+    int max = 0;
+    CT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(cu->dnn, &max), err);
+    CT_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(cu->dnn, e->x, io->x, e->w, io->w, e->conv[FWD], e->y,
+                                                          io->out, clamp_count(max), returned, perf, io->ws,
+                                                          io->ws_bytes), err);
+    COPY_PERF(out, perf, *returned);
+    return CT_OK;
+}
+
+// w: (f, kh, kw, c); dy: (n, oh, ow, f); out: (n, hp, wp, c)
+static ct_status find_backward_data(ct_cuda *cu, const conv_entry *e, const search_io *io, int *returned,
+                                    algo_perf *out, ct_err *err)
+{
+    cudnnConvolutionBwdDataAlgoPerf_t perf[MAX_ALGOS];
+    int max = 0;
+    CT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cu->dnn, &max), err);
+    CT_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(cu->dnn, e->w, io->w, e->y, io->dy, e->conv[BWD_DATA],
+                                                               e->x, io->out, clamp_count(max), returned, perf,
+                                                               io->ws, io->ws_bytes), err);
+    COPY_PERF(out, perf, *returned);
+    return CT_OK;
+}
+
+// x: (n, hp, wp, c); dy: (n, oh, ow, f); out: (f, kh, kw, c)
+static ct_status find_backward_filter(ct_cuda *cu, const conv_entry *e, const search_io *io, int *returned,
+                                      algo_perf *out, ct_err *err)
+{
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[MAX_ALGOS];
+    int max = 0;
+    CT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cu->dnn, &max), err);
+    CT_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(cu->dnn, e->x, io->x, e->y, io->dy,
+                                                                 e->conv[BWD_FILTER], e->w, io->out, clamp_count(max),
+                                                                 returned, perf, io->ws, io->ws_bytes), err);
+    COPY_PERF(out, perf, *returned);
+    return CT_OK;
+}
+
+static const struct {
+    const char *name;
+    find_fn find;
+} DIRECTION[DIRECTIONS] = {
+    [FWD] = {"forward", find_forward},
+    [BWD_DATA] = {"backward-data", find_backward_data},
+    [BWD_FILTER] = {"backward-filter", find_backward_filter},
+};
+
+/* Whether a measured result is one we may run: it ran, fits the algorithm workspace, and stays in
+ * plain fp32 unless TF32 is allowed. TENSOR_OP_MATH_ALLOW_CONVERSION may round fp32 to fp16:
+ * never. */
+static int usable(const algo_perf *p, size_t limit, int allow_tf32)
+{
+    if (p->status != CUDNN_STATUS_SUCCESS || p->memory > limit)
         return 0;
-    if (math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+    if (p->math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
         return 0;
-    if (!cu->allow_tf32 && math == CUDNN_TENSOR_OP_MATH)
+    if (!allow_tf32 && p->math == CUDNN_TENSOR_OP_MATH)
         return 0;
     return 1;
+}
+
+/* Deterministic algorithms give the same bits every run, so that a replayed CUDA graph matches
+ * direct launches exactly; without the request the fastest runs, as PyTorch does. */
+int ct_cuda_conv_pick(const ct_conv_algo_perf *perf, int count, size_t limit, int allow_tf32, int deterministic,
+                      int *fell_back)
+{
+    int best = -1, best_det = -1;
+    for (int i = 0; i < count; i++) {
+        if (!usable(&perf[i], limit, allow_tf32))
+            continue;
+        if (best < 0 || perf[i].time < perf[best].time)
+            best = i;
+        if (perf[i].determinism == CUDNN_DETERMINISTIC && (best_det < 0 || perf[i].time < perf[best_det].time))
+            best_det = i;
+    }
+    *fell_back = deterministic && best_det < 0 && best >= 0;
+    return deterministic && best_det >= 0 ? best_det : best;
 }
 
 /* The math type to run a chosen result with: its own, except that without TF32 the descriptor
@@ -207,87 +321,72 @@ static ct_status set_math(const ct_cuda *cu, cudnnConvolutionDescriptor_t conv, 
     return CT_OK;
 }
 
-/* The search tries every algorithm, each with the workspace it asks for: one that cannot get its
- * memory is reported in its perf entry, but the runtime may keep the failed allocation as its last
- * error, which the next kernel launcher's cudaGetLastError would then report as its own. Our own
- * calls are checked where they happen and a kernel fault is sticky, so clearing hides nothing. */
+/* A search times every algorithm: one that fails (it cannot get its workspace from the limit we
+ * give, or its launch fails) is reported in its perf entry, but the runtime may keep that failure
+ * as its last error, which the next kernel launcher's cudaGetLastError would then report as its
+ * own. ready_to_search reported anything pending before the search, and a kernel fault is sticky
+ * (every later call returns it), so what this clears is the search's own. */
 static void clear_search_error(void) { (void)cudaGetLastError(); }
 
-enum { MAX_ALGOS = 32 };   /* above any of cuDNN 9's *_ALGO_COUNT */
+static const char *conv_name(const ct_layer *l) { return l->cfg ? l->cfg->name : "conv2d"; }
 
-static int clamp_count(int count) { return count < 1 ? 1 : count > MAX_ALGOS ? MAX_ALGOS : count; }
-
-static ct_status no_algorithm(ct_err *err, const char *what, int returned, size_t limit)
+/* Said once per backend: the first convolution that had to, and that others may follow. */
+static void note_nondeterministic(ct_backend *be, const ct_layer *l, int dir, size_t limit)
 {
-    return ct_fail(err, CT_ERR_BACKEND,
-                   "cuDNN offers no deterministic %s algorithm within %zu MiB of workspace (%d measured)", what,
-                   limit >> 20, returned);
+    ct_cuda *cu = ct_cuda_of(be);
+    if (cu->nondeterministic_noted)
+        return;
+    cu->nondeterministic_noted = 1;
+    char text[400];
+    snprintf(text, sizeof text,
+             "deterministic = on, but cuDNN has no deterministic %s algorithm for [%s] within %zu MiB of workspace: "
+             "it runs the fastest one, which may differ from run to run (so may other such convolutions)",
+             DIRECTION[dir].name, conv_name(l), limit >> 20);
+    ct_backend_add_note(be, text);
 }
 
-// Measures the forward algorithms for e's shape; keeps the fastest usable one.
-static ct_status search_forward(ct_cuda *cu, conv_entry *e, size_t limit, ct_err *err)
+// Measures direction dir's algorithms for e's shape on io's buffers and keeps the one
+// ct_cuda_conv_pick chooses. The caller has called ready_to_search.
+static ct_status search(ct_backend *be, const ct_layer *l, conv_entry *e, int dir, const search_io *io,
+                        ct_err *err)
 {
-    cudnnConvolutionFwdAlgoPerf_t perf[MAX_ALGOS];
-    int max = 0, returned = 0, best = -1;
-    CT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(cu->dnn, &max), err);
-    CT_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(cu->dnn, e->x, e->w, e->conv_fwd, e->y, clamp_count(max),
-                                                        &returned, perf), err);
+    ct_cuda *cu = ct_cuda_of(be);
+    algo_perf perf[MAX_ALGOS];
+    int returned = 0, fell_back = 0;
+    ct_status st = DIRECTION[dir].find(cu, e, io, &returned, perf, err);
     clear_search_error();
-    for (int i = 0; i < returned; i++)
-        if (usable(cu, perf[i].status, perf[i].memory, perf[i].determinism, perf[i].mathType, limit) &&
-            (best < 0 || perf[i].time < perf[best].time))
-            best = i;
-    if (best < 0)
-        return no_algorithm(err, "forward convolution", returned, limit);
-    ct_status st = set_math(cu, e->conv_fwd, perf[best].mathType, err);
     if (st != CT_OK)
         return st;
-    e->fwd = (conv_choice){1, (int)perf[best].algo, perf[best].memory};
+    int best = ct_cuda_conv_pick(perf, returned, io->ws_bytes, cu->allow_tf32, cu->deterministic, &fell_back);
+    if (best < 0)
+        return ct_fail(err, CT_ERR_BACKEND, "cuDNN offers no %s algorithm that runs within %zu MiB of workspace "
+                       "(%d measured)", DIRECTION[dir].name, io->ws_bytes >> 20, returned);
+    if (fell_back)
+        note_nondeterministic(be, l, dir, io->ws_bytes);
+    st = set_math(cu, e->conv[dir], perf[best].math, err);
+    if (st != CT_OK)
+        return st;
+    e->choice[dir] = (conv_choice){1, perf[best].algo, perf[best].memory};
     return CT_OK;
 }
 
-// Measures the backward-data algorithms (dx from dz and w); keeps the fastest usable one.
-static ct_status search_backward_data(ct_cuda *cu, conv_entry *e, size_t limit, ct_err *err)
+/* A throwaway output for a search whose real output accumulates (dx, dw): the search overwrites
+ * its output with arbitrary values. Allocated for one search, outside any capture (cudaFree
+ * waits for the device, which the search has done already). */
+static ct_status search_scratch(size_t bytes, void **out, ct_err *err)
 {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[MAX_ALGOS];
-    int max = 0, returned = 0, best = -1;
-    CT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cu->dnn, &max), err);
-    CT_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(cu->dnn, e->w, e->y, e->conv_bwd_data, e->x,
-                                                             clamp_count(max), &returned, perf), err);
-    clear_search_error();
-    for (int i = 0; i < returned; i++)
-        if (usable(cu, perf[i].status, perf[i].memory, perf[i].determinism, perf[i].mathType, limit) &&
-            (best < 0 || perf[i].time < perf[best].time))
-            best = i;
-    if (best < 0)
-        return no_algorithm(err, "backward-data convolution", returned, limit);
-    ct_status st = set_math(cu, e->conv_bwd_data, perf[best].mathType, err);
-    if (st != CT_OK)
-        return st;
-    e->bwd_data = (conv_choice){1, (int)perf[best].algo, perf[best].memory};
+    *out = NULL;
+    CT_CUDA_CHECK(cudaMalloc(out, bytes), err);
     return CT_OK;
 }
 
-// Measures the backward-filter algorithms (dw from x and dz); keeps the fastest usable one.
-static ct_status search_backward_filter(ct_cuda *cu, conv_entry *e, size_t limit, ct_err *err)
+/* Frees p; returns st, or the free's failure when st was CT_OK (an earlier failure's message
+ * stays in err). */
+static ct_status search_scratch_free(void *p, ct_status st, ct_err *err)
 {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[MAX_ALGOS];
-    int max = 0, returned = 0, best = -1;
-    CT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cu->dnn, &max), err);
-    CT_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(cu->dnn, e->x, e->y, e->conv_bwd_filter, e->w,
-                                                               clamp_count(max), &returned, perf), err);
-    clear_search_error();
-    for (int i = 0; i < returned; i++)
-        if (usable(cu, perf[i].status, perf[i].memory, perf[i].determinism, perf[i].mathType, limit) &&
-            (best < 0 || perf[i].time < perf[best].time))
-            best = i;
-    if (best < 0)
-        return no_algorithm(err, "backward-filter convolution", returned, limit);
-    ct_status st = set_math(cu, e->conv_bwd_filter, perf[best].mathType, err);
-    if (st != CT_OK)
-        return st;
-    e->bwd_filter = (conv_choice){1, (int)perf[best].algo, perf[best].memory};
-    return CT_OK;
+    ct_err ignored;
+    ct_status freed = CT_CUDA_STATUS(cudaFree(p), st == CT_OK ? err : &ignored);
+    return st != CT_OK ? st : freed;
 }
 
 /* What one convolution call works with: its cache entry, the pad buffers and the algorithm
@@ -320,13 +419,6 @@ static ct_status conv_prepare(ct_backend *be, const ct_layer *l, int n, conv_run
     return conv_entry_get(cu, g, &r->e, err);
 }
 
-/* The search's workspace allowance: the shared workspace is sized from conv_workspace, so
- * this is CT_CUDNN_WORKSPACE_LIMIT unless the network sized it otherwise. */
-static size_t search_limit(const conv_run *r)
-{
-    return r->algo_ws_bytes < CT_CUDNN_WORKSPACE_LIMIT ? r->algo_ws_bytes : CT_CUDNN_WORKSPACE_LIMIT;
-}
-
 /* A cached choice is run only where its workspace fits (it always does when the network sized
  * the workspace from conv_workspace). */
 static ct_status check_fits(const conv_run *r, const conv_choice *c, ct_err *err)
@@ -337,7 +429,16 @@ static ct_status check_fits(const conv_run *r, const conv_choice *c, ct_err *err
     return CT_OK;
 }
 
-// x: (n, h, w, c) fp32; w: (f, kh, kw, c); b: (f) or NULL; z: (n, oh, ow, f), overwritten
+/* The search's view of the run's algorithm workspace: no more than CT_CUDNN_WORKSPACE_LIMIT,
+ * which is what the shared workspace holds when the network sized it from conv_workspace. */
+static void search_workspace(const conv_run *r, search_io *io)
+{
+    io->ws = r->algo_ws;
+    io->ws_bytes = r->algo_ws_bytes < CT_CUDNN_WORKSPACE_LIMIT ? r->algo_ws_bytes : CT_CUDNN_WORKSPACE_LIMIT;
+}
+
+// x: (n, h, w, c) fp32; w: (f, kh, kw, c); b: (f) or NULL; z: (n, oh, ow, f) = conv + b, kept only
+// where it is not y; y: (n, oh, ow, f) = act(conv + b)
 static ct_status conv_forward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
@@ -346,32 +447,69 @@ static ct_status conv_forward(ct_backend *be, ct_layer *l, int n, ct_err *err)
     if (st != CT_OK)
         return st;
     conv_entry *e = r.e;
-    if (!e->fwd.ready) {
-        st = ready_to_search(cu, err);
-        if (st == CT_OK)
-            st = search_forward(cu, e, search_limit(&r), err);
-        if (st != CT_OK)
-            return st;
-    }
-    st = check_fits(&r, &e->fwd, err);
-    if (st != CT_OK)
-        return st;
-
     const conv_geom *g = &r.g;
     const float *x = ct_f32(l->x[0]);
     if (r.xp) {
         CT_CUDA_CHECK(ct_launch_pad_nhwc(x, r.xp, n, g->key.h, g->key.w, g->key.c, g->hp, g->wp, cu->compute), err);
         x = r.xp;
     }
-    float *z = ct_f32(l->z);
+    float *z = ct_f32(l->z), *y = ct_f32(l->y);
+    if (!e->choice[FWD].ready) {
+        /* on the step's own input and weights; its output is z, which the convolution overwrites */
+        search_io io = {.x = x, .w = ct_f32(l->w), .out = z};
+        search_workspace(&r, &io);
+        st = ready_to_search(cu, err);
+        if (st == CT_OK)
+            st = search(be, l, e, FWD, &io, err);
+        if (st != CT_OK)
+            return st;
+    }
+    const conv_choice *c = &e->choice[FWD];
+    st = check_fits(&r, c, err);
+    if (st != CT_OK)
+        return st;
     const float one = 1.0f, zero = 0.0f;
-    CT_CUDNN_CHECK(cudnnConvolutionForward(cu->dnn, &one, e->x, x, e->w, ct_f32(l->w), e->conv_fwd,
-                                           (cudnnConvolutionFwdAlgo_t)e->fwd.algo, r.algo_ws, e->fwd.bytes, &zero,
-                                           e->y, z), err);
-    if (l->b)
-        CT_CUDA_CHECK(ct_launch_bias_activation_forward(z, ct_f32(l->b), (long)n * g->oh * g->ow, g->key.f,
-                                                        (int)CT_ACT_LINEAR, cu->compute), err);
-    return ct_cuda_apply_activation(be, l, n, err);
+    CT_CUDNN_CHECK(cudnnConvolutionForward(cu->dnn, &one, e->x, x, e->w, ct_f32(l->w), e->conv[FWD],
+                                           (cudnnConvolutionFwdAlgo_t)c->algo, r.algo_ws, c->bytes, &zero, e->y, z),
+                   err);
+    /* the epilogue in one pass: y = act(z + b), and z = z + b where z is kept apart from y */
+    CT_CUDA_CHECK(ct_launch_bias_activation_keep(z, ct_f32(l->b), y, (long)n * g->oh * g->ow, g->key.f, (int)l->act,
+                                                 cu->compute), err);
+    return CT_OK;
+}
+
+/* The backward searches that are due, on the step's own dz, x (its padded copy when there is one,
+ * which the caller has made), w and throwaway outputs. */
+static ct_status search_backward(ct_backend *be, const ct_layer *l, const conv_run *r, const float *x,
+                                 const float *dz, int need_filter, int need_data, ct_err *err)
+{
+    ct_cuda *cu = ct_cuda_of(be);
+    conv_entry *e = r->e;
+    const conv_geom *g = &r->g;
+    int filter = need_filter && !e->choice[BWD_FILTER].ready, data = need_data && !e->choice[BWD_DATA].ready;
+    if (!filter && !data)
+        return CT_OK;
+    ct_status st = ready_to_search(cu, err);
+    if (st == CT_OK && filter) {
+        /* dw accumulates: the search writes into a buffer of its own */
+        search_io io = {.x = x, .dy = dz};
+        search_workspace(r, &io);
+        st = search_scratch(l->w_count * sizeof(float), &io.out, err);
+        if (st == CT_OK)
+            st = search_scratch_free(io.out, search(be, l, e, BWD_FILTER, &io, err), err);
+    }
+    if (st == CT_OK && data) {
+        /* dx accumulates too; the padded dx is free until the backward-data convolution itself */
+        search_io io = {.w = ct_f32(l->w), .dy = dz, .out = r->dxp};
+        search_workspace(r, &io);
+        if (!r->dxp)
+            st = search_scratch((size_t)g->key.n * g->hp * g->wp * g->key.c * sizeof(float), &io.out, err);
+        if (st == CT_OK)
+            st = search(be, l, e, BWD_DATA, &io, err);
+        if (!r->dxp && io.out)
+            st = search_scratch_free(io.out, st, err);
+    }
+    return st;
 }
 
 // dy: (n, oh, ow, f) -> dz, act' applied; x: (n, h, w, c); dx: like x or NULL, += ;
@@ -388,18 +526,18 @@ static ct_status conv_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
     if (st != CT_OK)
         return st;
     conv_entry *e = r.e;
-    int need_filter = dw != NULL, need_data = dx != NULL;
-    if ((need_filter && !e->bwd_filter.ready) || (need_data && !e->bwd_data.ready)) {
-        st = ready_to_search(cu, err);
-        if (st == CT_OK && need_filter && !e->bwd_filter.ready)
-            st = search_backward_filter(cu, e, search_limit(&r), err);
-        if (st == CT_OK && need_data && !e->bwd_data.ready)
-            st = search_backward_data(cu, e, search_limit(&r), err);
-        if (st != CT_OK)
-            return st;
-    }
-
     const conv_geom *g = &r.g;
+    int need_filter = dw != NULL, need_data = dx != NULL;
+    const float *x = ct_f32(l->x[0]);
+    if (need_filter && r.xp) {
+        /* the forward's padded copy is gone: the workspace is shared by every layer */
+        CT_CUDA_CHECK(ct_launch_pad_nhwc(x, r.xp, n, g->key.h, g->key.w, g->key.c, g->hp, g->wp, cu->compute), err);
+        x = r.xp;
+    }
+    st = search_backward(be, l, &r, x, dz, need_filter, need_data, err);
+    if (st != CT_OK)
+        return st;
+
     const float one = 1.0f, zero = 0.0f;
     /* rows = n * oh * ow and few columns: the two-pass sum, its partials in the algorithm
      * workspace, which nothing else uses at this point of the stream */
@@ -407,30 +545,25 @@ static ct_status conv_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
         CT_CUDA_CHECK(ct_launch_column_sums_tall(dz, db, (long)n * g->oh * g->ow, g->key.f, r.algo_ws,
                                                  r.algo_ws_bytes, cu->compute), err);
     if (need_filter) {
-        st = check_fits(&r, &e->bwd_filter, err);
+        const conv_choice *c = &e->choice[BWD_FILTER];
+        st = check_fits(&r, c, err);
         if (st != CT_OK)
             return st;
-        const float *x = ct_f32(l->x[0]);
-        if (r.xp) {
-            /* the forward's padded copy is gone: the workspace is shared by every layer */
-            CT_CUDA_CHECK(ct_launch_pad_nhwc(x, r.xp, n, g->key.h, g->key.w, g->key.c, g->hp, g->wp, cu->compute),
-                          err);
-            x = r.xp;
-        }
-        CT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->dnn, &one, e->x, x, e->y, dz, e->conv_bwd_filter,
-                                                      (cudnnConvolutionBwdFilterAlgo_t)e->bwd_filter.algo, r.algo_ws,
-                                                      e->bwd_filter.bytes, &one, e->w, dw), err);
+        CT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->dnn, &one, e->x, x, e->y, dz, e->conv[BWD_FILTER],
+                                                      (cudnnConvolutionBwdFilterAlgo_t)c->algo, r.algo_ws, c->bytes,
+                                                      &one, e->w, dw), err);
     }
     if (need_data) {
-        st = check_fits(&r, &e->bwd_data, err);
+        const conv_choice *c = &e->choice[BWD_DATA];
+        st = check_fits(&r, c, err);
         if (st != CT_OK)
             return st;
         /* straight into dx (beta 1 accumulates); with padding, into the padded copy (beta 0
          * overwrites whatever the workspace held) and then the in-bounds part is added to dx */
         float *target = r.dxp ? r.dxp : dx;
-        CT_CUDNN_CHECK(cudnnConvolutionBackwardData(cu->dnn, &one, e->w, w, e->y, dz, e->conv_bwd_data,
-                                                    (cudnnConvolutionBwdDataAlgo_t)e->bwd_data.algo, r.algo_ws,
-                                                    e->bwd_data.bytes, r.dxp ? &zero : &one, e->x, target), err);
+        CT_CUDNN_CHECK(cudnnConvolutionBackwardData(cu->dnn, &one, e->w, w, e->y, dz, e->conv[BWD_DATA],
+                                                    (cudnnConvolutionBwdDataAlgo_t)c->algo, r.algo_ws, c->bytes,
+                                                    r.dxp ? &zero : &one, e->x, target), err);
         if (r.dxp)
             CT_CUDA_CHECK(ct_launch_crop_accumulate_nhwc(r.dxp, dx, n, g->key.h, g->key.w, g->key.c, g->hp, g->wp,
                                                          cu->compute), err);

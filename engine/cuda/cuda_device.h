@@ -1,12 +1,13 @@
-/* CUDA device discovery for the backend, `cutrain doctor` and the GPU tests. Declared without
- * CUDA types, so callers need no CUDA headers; built only with the CUDA backend
- * (CUTRAIN_HAVE_CUDA). */
+/* CUDA device discovery for the backend, `cutrain doctor` and the GPU tests, and a device's
+ * compute stream for the tests. Declared without CUDA types, so callers need no CUDA headers;
+ * built only with the CUDA backend (CUTRAIN_HAVE_CUDA). */
 #ifndef CT_CUDA_DEVICE_H
 #define CT_CUDA_DEVICE_H
 
 #include <stddef.h>
 
 #include "base/status.h"
+#include "device.h"
 
 /* Number of visible devices (CUDA_VISIBLE_DEVICES respected) into *count. A machine without a
  * GPU, or without a driver recent enough for this runtime, is not an error: CT_OK, *count = 0,
@@ -26,5 +27,9 @@ ct_status ct_cuda_versions(int *driver, int *runtime, ct_err *err);
 
 /* "13.0" for 13000, "none" for 0, into buf (n bytes, always terminated). */
 void ct_cuda_version_format(int version, char *buf, size_t n);
+
+/* The compute stream of a CUDA device (its cudaStream_t), NULL for any other device: for the GPU
+ * tests, which order work of their own with the backend's (to hold the stream, for one). */
+void *ct_cuda_device_stream(ct_device *d);
 
 #endif

@@ -54,6 +54,8 @@ typedef struct ct_cuda {
     ct_device *dev;              /* not owned */
     cudaStream_t compute, copy;  /* the device's */
     int allow_tf32;
+    int deterministic;           /* cuDNN: deterministic algorithms where one fits */
+    int nondeterministic_noted;  /* the note saying one did not fit is written once */
     cublasLtHandle_t lt;
     cudnnHandle_t dnn;
 
@@ -134,6 +136,25 @@ void ct_cuda_dnn_cache_free(ct_dnn_cache *c, const ct_dnn_entry_type *t);
 /* Each type's cache, released (conv2d.c, batchnorm.c). */
 void ct_cuda_conv_cache_free(ct_cuda *cu);
 void ct_cuda_bn_cache_free(ct_cuda *cu);
+
+/* ---- conv2d.c: the choice among cuDNN's measured convolution algorithms ---- */
+
+/* One measured algorithm, whichever direction: the fields the three cuDNN perf structs share. */
+typedef struct ct_conv_algo_perf {
+    int algo;                        /* cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t */
+    cudnnStatus_t status;
+    float time;                      /* ms */
+    size_t memory;                   /* workspace bytes */
+    cudnnDeterminism_t determinism;
+    cudnnMathType_t math;
+} ct_conv_algo_perf;
+/* The index among perf[0..count) of the fastest usable result: one that ran, needs at most
+ * `limit` bytes of workspace, and computes in fp32 (TF32 tensor ops only with allow_tf32; math
+ * that may convert to fp16, never). With `deterministic`, the fastest deterministic one; where none
+ * is usable, the fastest of all and *fell_back = 1 (else 0). -1 when nothing is usable. A pure
+ * function, so that its test needs no GPU. */
+int ct_cuda_conv_pick(const ct_conv_algo_perf *perf, int count, size_t limit, int allow_tf32, int deterministic,
+                      int *fell_back);
 
 /* ---- capture.c ---- */
 ct_status ct_cuda_graph_init(ct_cuda *cu, ct_err *err);

@@ -42,10 +42,11 @@ static ct_status dense_check(const ct_layer *l, int *in, int *out, ct_err *err)
 
 /* x (n, in), w (out, in), b (out) or NULL -> y (n, out) = act(x w^T + b), z (n, out) = x w^T + b
  * when the layer keeps it.
- *   relu:           RELU_BIAS (or RELU) epilogue straight into y; z is not written (the
- *                   backward of relu reads y).
+ *   relu:           RELU_BIAS (or RELU) epilogue straight into y (z is y: the backward of relu
+ *                   reads y).
  *   linear:         BIAS (or DEFAULT) into y (z is y).
- *   other:          BIAS (or DEFAULT) into z, then y = act(z) by a kernel.
+ *   other:          BIAS (or DEFAULT) into z, then y = act(z) by a kernel, in place unless the
+ *                   layer keeps z apart (gelu, whose gradient reads it).
  * Should no algorithm take the bias epilogue (a misaligned bias), the product runs plain and one
  * kernel adds the bias (and relu) in place. */
 static ct_status dense_forward(ct_backend *be, ct_layer *l, int n, ct_err *err)

@@ -173,6 +173,12 @@ ct_cuda_dev *ct_cuda_dev_of(ct_device *d)
     return d && d->ops == &cuda_device_ops ? (ct_cuda_dev *)d->impl : NULL;
 }
 
+void *ct_cuda_device_stream(ct_device *d)
+{
+    ct_cuda_dev *cd = ct_cuda_dev_of(d);
+    return cd ? (void *)cd->compute : NULL;
+}
+
 static ct_status create_streams(ct_device *d, ct_err *err)
 {
     ct_cuda_dev *cd = dev_of(d);

@@ -41,7 +41,8 @@ ct_status ct_cuda_apply_activation(ct_backend *be, const ct_layer *l, int n, ct_
     return CT_OK;
 }
 
-/* relu and leaky read y, so a dense layer that fused relu into its epilogue needs no z. */
+/* relu, leaky, sigmoid and tanh read y, gelu z (which is then kept apart from y): a layer keeps
+ * no pre-activation unless its gradient needs it. */
 // dy, z, y: (n, out) fp32; *dz: dy or the scratch (n, out)
 ct_status ct_cuda_preactivation_grad(ct_backend *be, const ct_layer *l, int n, const float **dz, ct_err *err)
 {

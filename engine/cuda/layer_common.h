@@ -18,12 +18,13 @@ ct_status ct_cuda_check_layer(const ct_layer *l, int n, ct_err *err);
 /* st, with the message a failure left in err prefixed by the layer's name. */
 ct_status ct_cuda_named(const ct_layer *l, ct_status st, ct_err *err);
 
-/* z, y: (n, out) fp32; y = act(z) for the layers that fuse an activation after their own work
- * (conv2d, add; dense does its own); nothing for linear, where z is y. */
+/* z, y: (n, out) fp32; y = act(z) for a layer that fuses an activation after its own work (add;
+ * conv2d folds it into its bias pass, dense into its epilogue); nothing for linear. z is y unless
+ * the activation's gradient needs the pre-activation (ct_layer_keeps_preactivation): in place. */
 ct_status ct_cuda_apply_activation(ct_backend *be, const ct_layer *l, int n, ct_err *err);
 
 /* dy, z, y: (n, out) fp32. The gradient at the pre-activation into *dz: dy itself for linear,
- * else act'(z) dy in the scratch. */
+ * else act' dy in the scratch, act' taken from y (relu, leaky, sigmoid, tanh) or z (gelu). */
 ct_status ct_cuda_preactivation_grad(ct_backend *be, const ct_layer *l, int n, const float **dz, ct_err *err);
 
 #endif

@@ -40,6 +40,10 @@ ct_status ct_cuda_peek_metrics(ct_backend *be, long tag, double *loss_sum, long 
 {
     ct_cuda *cu = ct_cuda_of(be);
     if (cu->snap_tag >= 0) {
+        /* An error some earlier call of this thread left pending is reported here (peeked at,
+         * then taken), never cleared below along with the query's own "not ready". */
+        if (cudaPeekAtLastError() != cudaSuccess)
+            CT_CUDA_CHECK(cudaGetLastError(), err);
         cudaError_t rc = cudaEventQuery(cu->snap_event);
         if (rc == cudaSuccess) {
             cu->last_loss = *cu->snap_loss;
@@ -47,9 +51,12 @@ ct_status ct_cuda_peek_metrics(ct_backend *be, long tag, double *loss_sum, long 
             cu->snap_tag_done = cu->snap_tag;
             cu->snap_tag = -1;
         } else if (rc == cudaErrorNotReady) {
-            /* the runtime records "not ready" as its last error too, which the next kernel
-             * launcher's cudaGetLastError would report as its own failure: clear it */
-            (void)cudaGetLastError();
+            /* "Not ready" is no error, but the runtime may record it as the last error, which the
+             * next kernel launcher's cudaGetLastError would report as its own failure. Clear it
+             * only when it is what the last error holds: nothing else was pending (checked above),
+             * and a sticky error would have come back from the query itself. */
+            if (cudaPeekAtLastError() == cudaErrorNotReady)
+                (void)cudaGetLastError();
         } else {
             CT_CUDA_CHECK(rc, err);
         }

@@ -77,10 +77,20 @@ typedef struct ct_layer_def {
 
 const ct_layer_def *ct_layer_def_of(ct_layer_type type);
 
-/* True when a fused activation needs the pre-activation kept apart from the output. */
+/* True when act's gradient needs the activation's input: gelu's does; relu and leaky test
+ * y > 0 (true exactly when x > 0), sigmoid's is y (1 - y) and tanh's 1 - y^2, from the output
+ * alone; linear has none. Both backends compute them so (ct_cpu_activation_backward,
+ * ct_launch_activation_backward). */
+static inline int ct_activation_grad_needs_input(ct_activation act)
+{
+    return act == CT_ACT_GELU;
+}
+
+/* True when a fused activation needs the pre-activation kept apart from the output; else z is y
+ * and the activation runs in place. */
 static inline int ct_layer_keeps_preactivation(const ct_layer *l)
 {
-    return l->def->fused_activation && l->act != CT_ACT_LINEAR;
+    return l->def->fused_activation && ct_activation_grad_needs_input(l->act);
 }
 
 /* Shared by dense and conv2d: `bias = on|off` and `init = auto|he|glorot`. */

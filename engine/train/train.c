@@ -62,9 +62,8 @@ ct_status ct_train_stage_batch(ct_net *net, ct_replica *r, const ct_dataset *ds,
     return ct_replica_submit_slot(r, slot, n, err);
 }
 
-static ct_optim_step optim_step(const ct_net *net, ct_graph *g)
+ct_optim_step ct_train_optim_step(const ct_train_config *t, ct_graph *g)
 {
-    const ct_train_config *t = &net->cfg.train;
     return (ct_optim_step){
         .kind = t->optimizer, .params = &g->params, .grads = &g->grads,
         .m = g->opt_m.data ? &g->opt_m : NULL, .v = g->opt_v.data ? &g->opt_v : NULL,
@@ -99,7 +98,7 @@ static ct_status step_work(void *p, ct_err *err)
     if (st == CT_OK)
         st = c->net->comm->ops->all_reduce_mean(c->net->comm, r->rank, be, &g->grads, err);
     if (st == CT_OK) {
-        ct_optim_step s = optim_step(c->net, g);
+        ct_optim_step s = ct_train_optim_step(&c->net->cfg.train, g);
         st = be->ops->optimizer_step(be, &s, err);
     }
     return st;
