@@ -55,7 +55,10 @@ typedef struct ct_input_batch {
 typedef struct ct_layer_ops {
     /* x -> y for n samples; `training` selects batch statistics and dropout (seeded by set_step). */
     ct_status (*forward)(ct_backend *be, ct_layer *l, int n, int training, ct_err *err);
-    /* dy -> (adds into) dx, dw, db. */
+    /* dy -> dx, dw, db for n samples. Writes dw and db, and writes dx[k] or adds into it as
+     * l->dx_accumulate[k] says (the first writer of a gradient in backward order writes it):
+     * nothing is cleared before a step, so every element of the n samples' gradients must be
+     * written. */
     ct_status (*backward)(ct_backend *be, ct_layer *l, int n, ct_err *err);
     /* Bytes of the shared workspace the layer needs at batch n (im2col, pad copies, cuDNN and
      * cuBLASLt algorithms); NULL when none. */

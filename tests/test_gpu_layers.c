@@ -239,8 +239,6 @@ static ct_status train_pass(ct_graph *g, int n, const ct_step_scalars *s, ct_err
     if (st == CT_OK)
         st = ct_graph_forward(g, n, 1, err);
     if (st == CT_OK)
-        st = ct_graph_zero_grads(g, n, err);
-    if (st == CT_OK)
         st = be->ops->loss(be, out->y, &g->labels, out->dy, n, err);
     if (st == CT_OK)
         st = ct_graph_backward(g, n, err);

@@ -80,7 +80,7 @@ typedef struct step_ctx {
     int n;
 } step_ctx;
 
-/* Forward (training), zero grads, loss, backward, optimizer: the step as engine/train.c runs it,
+/* Forward (training), loss, backward, optimizer: the step as engine/train.c runs it,
  * enqueued without reading anything back so that run_step may capture it. */
 static ct_status train_work(void *p, ct_err *err)
 {
@@ -89,8 +89,6 @@ static ct_status train_work(void *p, ct_err *err)
     ct_backend *be = g->be;
     ct_layer *out = ct_graph_output(g);
     ct_status st = ct_graph_forward(g, c->n, 1, err);
-    if (st == CT_OK)
-        st = ct_graph_zero_grads(g, c->n, err);
     if (st == CT_OK)
         st = be->ops->loss(be, out->y, &g->labels, out->dy, c->n, err);
     if (st == CT_OK)

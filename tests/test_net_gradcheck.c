@@ -38,6 +38,71 @@ static double loss_at(ct_replica *r, int n)
     return loss / n;
 }
 
+/* Forward, loss (which writes the last layer's dy) and backward, with a fixed dropout seed. */
+static ct_status train_pass(ct_graph *g, ct_backend *be, int n, ct_err *err)
+{
+    ct_step_scalars fixed = {.lr = 0.0f, .t = 1, .bias1 = 1.0f, .bias2 = 1.0f, .dropout_seed = 99};
+    ct_status st = be->ops->set_step(be, &fixed, err);
+    if (st == CT_OK)
+        st = ct_graph_forward(g, n, 1, err);
+    if (st == CT_OK)
+        st = be->ops->loss(be, ct_graph_output(g)->y, &g->labels, ct_graph_output(g)->dy, n, err);
+    if (st == CT_OK)
+        st = ct_graph_backward(g, n, err);
+    return st;
+}
+
+static ct_layer *layer_named(ct_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_layers; i++)
+        if (strcmp(g->layers[i].cfg->name, name) == 0)
+            return &g->layers[i];
+    return NULL;
+}
+
+/* Who writes each activation gradient and who adds to it: the consumer last in config order
+ * writes (backward runs first through it), the others add. `act` feeds c2 and c3; `res` feeds mp
+ * and gp (which nothing reads: its own dy stays the zeros it was allocated with). */
+static void check_gradient_writers(ct_graph *g)
+{
+    static const struct { const char *layer; int accumulate; } want[] = {
+        {"c1", 0}, {"bn", 0}, {"act", 0}, {"c2", 1}, {"c3", 0}, {"res", 0}, {"res", 0},
+        {"mp", 1}, {"ap", 0}, {"gp", 0}, {"fc", 0}, {"drop", 0}, {"out", 0},
+    };
+    int input_of_res = 0;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        ct_layer *l = layer_named(g, want[i].layer);
+        CHECK_MSG(l != NULL, "no layer [%s]", want[i].layer);
+        if (!l)
+            continue;
+        int k = strcmp(want[i].layer, "res") == 0 ? input_of_res++ : 0;
+        CHECK_MSG(l->dx_accumulate[k] == want[i].accumulate, "[%s] input %d: dx_accumulate %d, expected %d",
+                  want[i].layer, k, l->dx_accumulate[k], want[i].accumulate);
+    }
+    ct_layer *c1 = layer_named(g, "c1"), *gp = layer_named(g, "gp");
+    CHECK(c1 && c1->dx[0] == NULL);   /* the data: no gradient */
+    const float *gp_dy = gp ? ct_f32(gp->dy) : NULL;
+    size_t zeros = 0;
+    for (size_t i = 0; gp_dy && i < gp->dy->count; i++)
+        zeros += gp_dy[i] == 0.0f;
+    CHECK_MSG(gp && zeros == gp->dy->count, "[gp]'s gradient, which nothing writes, is not all zeros");
+}
+
+/* NaN over every buffer a backward must write in full for n samples. */
+static void poison_written(ct_graph *g, int n)
+{
+    for (int i = 0; i < g->n_layers; i++) {
+        ct_layer *l = &g->layers[i];
+        ct_tensor *own[2] = {l->dw, l->db};
+        for (int t = 0; t < 2; t++)
+            for (size_t j = 0; own[t] && j < own[t]->count; j++)
+                ct_f32(own[t])[j] = NAN;
+        for (int k = 0; k < l->n_in; k++)
+            for (size_t j = 0; l->dx[k] && j < (size_t)n * ct_shape_size(l->in_shapes[k]); j++)
+                ct_f32(l->dx[k])[j] = NAN;
+    }
+}
+
 int main(void)
 {
     ct_net *net = NULL;
@@ -70,13 +135,25 @@ int main(void)
     for (size_t i = 0; i < g->n_params; i++)
         params[i] += 0.05f * (ct_rng_uniform(&rng) - 0.5f);
 
+    check_gradient_writers(g);
+
+    /* Nothing is cleared before backward: poison every buffer it must write (each layer's
+     * parameter gradients and every gradient a layer hands back) with NaN, and a second pass
+     * over the same batch must give the same bits (it would double what an accumulating one
+     * left behind). */
+    poison_written(g, n);
     ct_err err;
-    ct_step_scalars fixed = {.lr = 0.0f, .t = 1, .bias1 = 1.0f, .bias2 = 1.0f, .dropout_seed = 99};
-    be->ops->set_step(be, &fixed, &err);
-    ct_graph_forward(g, n, 1, &err);
-    ct_graph_zero_grads(g, n, &err);
-    be->ops->loss(be, ct_graph_output(g)->y, &g->labels, ct_graph_output(g)->dy, n, &err);
-    ct_graph_backward(g, n, &err);
+    ct_status st1 = train_pass(g, be, n, &err);
+    CHECK_MSG(st1 == CT_OK, "first pass: %s", err.msg);
+    float *first = malloc(g->grads.count * sizeof(float));
+    if (!first)
+        return 1;
+    memcpy(first, grads, g->grads.count * sizeof(float));
+    ct_status st2 = train_pass(g, be, n, &err);
+    CHECK_MSG(st2 == CT_OK, "second pass: %s", err.msg);
+    CHECK_MSG(memcmp(first, grads, g->grads.count * sizeof(float)) == 0,
+              "a second backward over the same batch changed the parameter gradients");
+    free(first);
 
     /* every parameter of every layer, central differences */
     const float eps = 2e-3f;

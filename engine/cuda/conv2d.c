@@ -374,8 +374,8 @@ static ct_status conv_forward(ct_backend *be, ct_layer *l, int n, ct_err *err)
     return ct_cuda_apply_activation(be, l, n, err);
 }
 
-// dy: (n, oh, ow, f) -> dz, act' applied; x: (n, h, w, c); dx: like x or NULL, += ;
-// dw: (f, kh, kw, c) or NULL, += ; db: (f) or NULL, += column sums of dz
+// dy: (n, oh, ow, f) -> dz, act' applied; x: (n, h, w, c); dx: like x or NULL, written or added to
+// (l->dx_accumulate); dw: (f, kh, kw, c) or NULL, written; db: (f) or NULL, column sums of dz, written
 static ct_status conv_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
@@ -419,21 +419,24 @@ static ct_status conv_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
         }
         CT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->dnn, &one, e->x, x, e->y, dz, e->conv_bwd_filter,
                                                       (cudnnConvolutionBwdFilterAlgo_t)e->bwd_filter.algo, r.algo_ws,
-                                                      e->bwd_filter.bytes, &one, e->w, dw), err);
+                                                      e->bwd_filter.bytes, &zero, e->w, dw), err);
     }
     if (need_data) {
         st = check_fits(&r, &e->bwd_data, err);
         if (st != CT_OK)
             return st;
-        /* straight into dx (beta 1 accumulates); with padding, into the padded copy (beta 0
-         * overwrites whatever the workspace held) and then the in-bounds part is added to dx */
+        /* straight into dx (beta 0 writes, beta 1 adds where an earlier consumer wrote it); with
+         * padding, into the padded copy (beta 0 overwrites whatever the workspace held) and then
+         * the in-bounds part is written or added to dx */
+        int accumulate = l->dx_accumulate[0];
         float *target = r.dxp ? r.dxp : dx;
         CT_CUDNN_CHECK(cudnnConvolutionBackwardData(cu->dnn, &one, e->w, w, e->y, dz, e->conv_bwd_data,
                                                     (cudnnConvolutionBwdDataAlgo_t)e->bwd_data.algo, r.algo_ws,
-                                                    e->bwd_data.bytes, r.dxp ? &zero : &one, e->x, target), err);
+                                                    e->bwd_data.bytes, !r.dxp && accumulate ? &one : &zero, e->x,
+                                                    target), err);
         if (r.dxp)
             CT_CUDA_CHECK(ct_launch_crop_accumulate_nhwc(r.dxp, dx, n, g->key.h, g->key.w, g->key.c, g->hp, g->wp,
-                                                         cu->compute), err);
+                                                         accumulate, cu->compute), err);
     }
     return CT_OK;
 }
@@ -446,7 +449,8 @@ static ct_status conv_forward_op(ct_backend *be, ct_layer *l, int n, int trainin
     return st != CT_OK || n == 0 ? st : ct_cuda_named(l, conv_forward(be, l, n, err), err);
 }
 
-// dy: (n, oh, ow, f) fp32 -> dx (n, h, w, c), dw (f, kh, kw, c), db (f), each += ; failures name the layer
+// dy: (n, oh, ow, f) fp32 -> dx (n, h, w, c), dw (f, kh, kw, c), db (f), written (dx added to where
+// l->dx_accumulate says); failures name the layer
 static ct_status conv_backward_op(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     ct_status st = ct_cuda_check_layer(l, n, err);

@@ -176,6 +176,35 @@ static ct_tensor *view(ct_graph *g, const ct_tensor *flat, size_t offset, size_t
     return slot(g, ct_tensor_make(base, flat->dtype, rows, (ct_shape){1, 1, (int)(count / (size_t)rows)}));
 }
 
+/* 1 when a layer after layer i (in config order, so before it in backward order), or an input of
+ * layer i before input k, delivers a gradient into `buffer`. A flatten shares its producer's
+ * gradient buffer, so buffers are told apart by address; aliasing layers deliver nothing. */
+static int written_before(const ct_graph *g, int i, int k, const void *buffer)
+{
+    for (int j = g->n_layers - 1; j >= i; j--) {
+        const ct_layer *l = &g->layers[j];
+        if (aliases_input(l))
+            continue;
+        for (int q = 0; q < (j == i ? k : l->n_in); q++)
+            if (l->dx[q] && l->dx[q]->data == buffer)
+                return 1;
+    }
+    return 0;
+}
+
+/* ct_layer.dx_accumulate: the first writer of each activation gradient in backward order writes
+ * it, the later ones add to it, so no gradient needs clearing before a step. A buffer nobody
+ * writes (a layer no other reads, but for the last, whose dy the loss writes) keeps the zeros it
+ * was allocated with. */
+static void mark_gradient_writers(ct_graph *g)
+{
+    for (int i = 0; i < g->n_layers; i++) {
+        ct_layer *l = &g->layers[i];
+        for (int k = 0; k < l->n_in; k++)
+            l->dx_accumulate[k] = l->dx[k] && !aliases_input(l) && written_before(g, i, k, l->dx[k]->data);
+    }
+}
+
 static ct_status bind_layers(ct_graph *g, ct_err *err)
 {
     int n = g->batch;
@@ -221,6 +250,7 @@ static ct_status bind_layers(ct_graph *g, ct_err *err)
         l->db = l->b_count ? view(g, &g->grads, l->b_off, l->b_count, 1) : NULL;
         l->state = l->state_count ? view(g, &g->state, l->state_off, l->state_count, 1) : NULL;
     }
+    mark_gradient_writers(g);
     return CT_OK;
 }
 
@@ -341,18 +371,14 @@ ct_status ct_graph_forward(ct_graph *g, int n, int training, ct_err *err)
     return CT_OK;
 }
 
-ct_status ct_graph_zero_grads(ct_graph *g, int n, ct_err *err)
-{
-    (void)n; /* the whole block: cheap next to a step, and layout stays batch-independent */
-    ct_device *dev = g->be->dev;
-    ct_status st = dev->ops->zero(dev, g->act_grads.data, ct_tensor_bytes(&g->act_grads), err);
-    if (st == CT_OK)
-        st = dev->ops->zero(dev, g->grads.data, ct_tensor_bytes(&g->grads), err);
-    return st;
-}
-
 ct_status ct_graph_backward(ct_graph *g, int n, ct_err *err)
 {
+    if (n == 0) {
+        /* no layer writes anything for no samples: their gradients are zero (a replica whose
+         * share of a small batch is empty still takes part in the all-reduce) */
+        ct_device *dev = g->be->dev;
+        return dev->ops->zero(dev, g->grads.data, ct_tensor_bytes(&g->grads), err);
+    }
     for (int i = g->n_layers - 1; i >= 0; i--) {
         ct_layer *l = &g->layers[i];
         ct_status st = g->be->ops->layers[l->type]->backward(g->be, l, n, err);

@@ -56,10 +56,11 @@ void ct_graph_free(ct_graph *g);
 /* Forward pass over n samples of g->x; the logits are the last layer's output. Dropout draws its
  * masks from the seed of the backend's last set_step. */
 ct_status ct_graph_forward(ct_graph *g, int n, int training, ct_err *err);
-/* Backward pass from the last layer's dy (the loss gradient); gradients must have been zeroed
- * (ct_graph_zero_grads) before the loss wrote dy. */
+/* Backward pass over n samples from the last layer's dy (the loss gradient, which the loss
+ * writes). Writes every parameter gradient and every activation gradient it reaches, first writers
+ * writing and later ones adding (ct_layer.dx_accumulate), so nothing is cleared before it; at
+ * n = 0 the parameter gradients are zero. */
 ct_status ct_graph_backward(ct_graph *g, int n, ct_err *err);
-ct_status ct_graph_zero_grads(ct_graph *g, int n, ct_err *err);
 
 static inline ct_layer *ct_graph_output(ct_graph *g) { return &g->layers[g->n_layers - 1]; }
 

@@ -50,6 +50,13 @@ typedef struct ct_layer {
     ct_tensor *dx[CT_MAX_INPUTS];
     ct_tensor *y, *dy, *z, *aux;
     ct_tensor *w, *b, *dw, *db, *state;
+
+    /* Set by ct_graph_bind: how backward delivers dx[k]. Nothing is cleared before a step: a
+     * backward writes dw and db (this layer is their one writer), and writes dx[k] when it is the
+     * first writer of that buffer in backward order (dx_accumulate[k] = 0) or adds into it when a
+     * later consumer of the same producer already wrote it (1): a tensor read by several layers,
+     * a residual add's inputs, a layer that reads one tensor twice. */
+    unsigned char dx_accumulate[CT_MAX_INPUTS];
 } ct_layer;
 
 /* The rules of one layer type. */

@@ -91,8 +91,6 @@ static ct_status step_work(void *p, ct_err *err)
     ct_layer *out = ct_graph_output(g);
     ct_status st = ct_graph_forward(g, c->n, 1, err);
     if (st == CT_OK)
-        st = ct_graph_zero_grads(g, c->n, err);
-    if (st == CT_OK)
         st = be->ops->loss(be, out->y, &g->labels, out->dy, c->n, err);
     if (st == CT_OK)
         st = ct_graph_backward(g, c->n, err);
