@@ -175,8 +175,8 @@ static void compare_graphs(const char *cs, const char *tag, ct_graph *gg, ct_gra
     char what[32];
     float *dg = NULL, *dc = NULL, *sg = NULL, *sc = NULL;
     if (grads) {
-        dg = fetch(gg->be, gg->grads.data, gg->n_params * sizeof(float));
-        dc = fetch(gc->be, gc->grads.data, gc->n_params * sizeof(float));
+        dg = fetch(gg->be, gg->grads.data, ct_tensor_bytes(&gg->grads));
+        dc = fetch(gc->be, gc->grads.data, ct_tensor_bytes(&gc->grads));
         sg = fetch(gg->be, gg->state.data, gg->n_state * sizeof(float));
         sc = fetch(gc->be, gc->state.data, gc->n_state * sizeof(float));
     }
@@ -278,13 +278,14 @@ static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
     ct_backend *cpu = gc->be, *gpu = gg->be;
     const ct_train_config *tc = &net->cfg.train;
     int n = gc->batch;
-    CHECK_MSG(gg->n_params == gc->n_params && gg->n_state == gc->n_state && gg->n_layers == gc->n_layers &&
+    CHECK_MSG(gg->param_span == gc->param_span && gg->n_state == gc->n_state && gg->n_layers == gc->n_layers &&
               gg->batch == gc->batch, "[%s] the two graphs differ in size", cs);
-    if (gg->n_params != gc->n_params || gg->n_state != gc->n_state || gg->n_layers != gc->n_layers)
+    if (gg->param_span != gc->param_span || gg->n_state != gc->n_state || gg->n_layers != gc->n_layers)
         return;
 
-    /* the same seed draws the same initial parameters and state on the host */
-    size_t pbytes = gc->n_params * sizeof(float), sbytes = gc->n_state * sizeof(float);
+    /* the same seed draws the same initial parameters and state on the host (the padding between
+     * parameter tensors included) */
+    size_t pbytes = ct_tensor_bytes(&gc->params), sbytes = gc->n_state * sizeof(float);
     float *pc = fetch(cpu, gc->params.data, pbytes), *pg = fetch(gpu, gg->params.data, pbytes);
     float *sc = fetch(cpu, gc->state.data, sbytes), *sg = fetch(gpu, gg->state.data, sbytes);
     int same_p = pc && pg && memcmp(pc, pg, pbytes) == 0;
@@ -299,8 +300,13 @@ static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
     }
     /* then a small identical perturbation: biases start at 0, which would hide a bias that is
      * added wrongly, and batch-norm's gamma 1 and beta 0 would hide either being ignored */
-    for (size_t i = 0; i < gc->n_params; i++)
-        pc[i] += uniform(-0.05f, 0.05f);
+    for (int i = 0; i < gc->n_layers; i++) {
+        const ct_layer *l = &gc->layers[i];
+        for (size_t k = 0; k < l->w_count; k++)
+            pc[l->w_off + k] += uniform(-0.05f, 0.05f);
+        for (size_t k = 0; k < l->b_count; k++)
+            pc[l->b_off + k] += uniform(-0.05f, 0.05f);
+    }
     int ok = put(cpu, gc->params.data, pc, pbytes) && put(gpu, gg->params.data, pc, pbytes);
 
     /* identical random inputs and labels */

@@ -120,7 +120,7 @@ int main(void)
     ct_memory_plan plan;
     ct_graph_plan(g, be, n, net->cfg.train.optimizer, &plan);
     CHECK_MSG(plan.total == g->allocated, "plan %zu bytes, allocated %zu", plan.total, g->allocated);
-    CHECK(plan.activations > 0 && plan.gradients > 0 && plan.params == 2 * g->n_params * sizeof(float));
+    CHECK(plan.activations > 0 && plan.gradients > 0 && plan.params == 2 * g->param_span * sizeof(float));
     /* the CPU device's memory is host memory: the test writes the tensors directly */
     CHECK(be->dev->host_memory);
     float *x = ct_f32(&g->x), *params = ct_f32(&g->params);
@@ -132,8 +132,13 @@ int main(void)
     for (int i = 0; i < n; i++)
         labels[i] = (int32_t)(ct_rng_next(&rng) % 5);
     /* small random biases so no unit starts exactly at an activation's kink */
-    for (size_t i = 0; i < g->n_params; i++)
-        params[i] += 0.05f * (ct_rng_uniform(&rng) - 0.5f);
+    for (int li = 0; li < g->n_layers; li++) {
+        const ct_layer *l = &g->layers[li];
+        for (size_t k = 0; k < l->w_count + l->b_count; k++) {
+            size_t p = k < l->w_count ? l->w_off + k : l->b_off + (k - l->w_count);
+            params[p] += 0.05f * (ct_rng_uniform(&rng) - 0.5f);
+        }
+    }
 
     check_gradient_writers(g);
 
@@ -163,7 +168,7 @@ int main(void)
         const ct_layer *l = &g->layers[li];
         size_t count = l->w_count + l->b_count;
         for (size_t k = 0; k < count; k++) {
-            size_t p = l->w_off + k;
+            size_t p = k < l->w_count ? l->w_off + k : l->b_off + (k - l->w_count);
             float saved = params[p];
             params[p] = saved + eps;
             double up = loss_at(r, n);

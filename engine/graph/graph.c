@@ -91,9 +91,11 @@ ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int 
             st = l->def->infer(l, cfg->file, err);
         if (st != CT_OK)
             return st;
-        l->w_off = g->n_params;
-        l->b_off = l->w_off + l->w_count;
-        g->n_params = l->b_off + l->b_count;
+        /* each tensor aligned, so cuBLASLt, cuDNN and vector loads see aligned pointers */
+        l->w_off = g->param_span;
+        l->b_off = ct_align_count(l->w_off + l->w_count, CT_DTYPE_F32);
+        g->param_span = ct_align_count(l->b_off + l->b_count, CT_DTYPE_F32);
+        g->n_params += l->w_count + l->b_count;
         l->state_off = g->n_state;
         g->n_state += l->state_count;
     }
@@ -138,6 +140,13 @@ static ct_tensor own_flat(ct_graph *g, ct_dtype dtype, size_t count)
 static int aliases_input(const ct_layer *l)
 {
     return l->def->aliases_input && l->in[0] != CT_INPUT_NODE;
+}
+
+/* Elements of a layer's activation gradient in the act_grads block at batch n, padded so that
+ * the next one starts aligned; 0 for an aliasing layer, which has none of its own. */
+static size_t grad_span(const ct_layer *l, int n)
+{
+    return aliases_input(l) ? 0 : ct_align_count((size_t)n * ct_shape_size(l->out), CT_DTYPE_F32);
 }
 
 static size_t aux_bytes(const ct_layer *l, int n)
@@ -210,8 +219,7 @@ static ct_status bind_layers(ct_graph *g, ct_err *err)
     int n = g->batch;
     size_t grad_elems = 0, offset = 0;
     for (int i = 0; i < g->n_layers; i++)
-        if (!aliases_input(&g->layers[i]))
-            grad_elems += (size_t)n * ct_shape_size(g->layers[i].out);
+        grad_elems += grad_span(&g->layers[i], n);
     /* every activation gradient in one block (fp32 here; the layers' dtypes once they differ) */
     g->act_grads = own_flat(g, CT_DTYPE_F32, grad_elems);
     g->tensors = calloc((size_t)g->n_layers * TENSORS_PER_LAYER, sizeof *g->tensors);
@@ -231,7 +239,7 @@ static ct_status bind_layers(ct_graph *g, ct_err *err)
             l->y = slot(g, own_tensor(g, l->dtype, n, l->out));
             char *grads = (char *)g->act_grads.data + offset * ct_dtype_size(g->act_grads.dtype);
             l->dy = slot(g, ct_tensor_make(grads, l->dtype, n, l->out));
-            offset += l->dy->count;
+            offset += grad_span(l, n);
         }
         l->z = ct_layer_keeps_preactivation(l) ? slot(g, own_tensor(g, l->dtype, n, l->out)) : l->y;
         l->aux = NULL;
@@ -257,10 +265,12 @@ static ct_status bind_layers(ct_graph *g, ct_err *err)
 /* Initial parameters on the host, then one upload. */
 static ct_status init_params(ct_graph *g, uint64_t seed, ct_err *err)
 {
-    float *host = calloc(g->n_params + g->n_state + 1, sizeof(float));
+    /* calloc: the padding between tensors starts at zero, and the optimizer keeps it there (its
+     * gradient is never written) */
+    float *host = calloc(g->param_span + g->n_state + 1, sizeof(float));
     if (!host)
         return ct_fail(err, CT_ERR_NOMEM, "out of memory initialising parameters");
-    float *host_state = host + g->n_params;
+    float *host_state = host + g->param_span;
     for (int i = 0; i < g->n_layers; i++) {
         const ct_layer *l = &g->layers[i];
         if (!l->def->init)
@@ -282,7 +292,7 @@ static int has_m(ct_optimizer opt) { return opt != CT_OPT_SGD; }
 static int has_v(ct_optimizer opt) { return opt == CT_OPT_ADAM || opt == CT_OPT_ADAMW; }
 
 /* Parameters, their gradients and the optimizer's moments are fp32 whatever the activations are. */
-static size_t param_bytes(const ct_graph *g) { return g->n_params * ct_dtype_size(CT_DTYPE_F32); }
+static size_t param_bytes(const ct_graph *g) { return g->param_span * ct_dtype_size(CT_DTYPE_F32); }
 
 void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan)
 {
@@ -295,10 +305,9 @@ void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer op
     for (int i = 0; i < g->n_layers; i++) {
         const ct_layer *l = &g->layers[i];
         size_t out = n * ct_shape_size(l->out) * ct_dtype_size(l->dtype);
-        if (!aliases_input(l)) {
+        if (!aliases_input(l))
             plan->activations += out;
-            plan->gradients += out;
-        }
+        plan->gradients += grad_span(l, batch) * ct_dtype_size(CT_DTYPE_F32);
         if (ct_layer_keeps_preactivation(l))
             plan->activations += out;
         plan->activations += aux_bytes(l, batch);
@@ -327,10 +336,10 @@ ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt
     }
     g->be = be;
     g->batch = batch;
-    g->params = own_flat(g, CT_DTYPE_F32, g->n_params);
-    g->grads = own_flat(g, CT_DTYPE_F32, g->n_params);
-    g->opt_m = has_m(opt) ? own_flat(g, CT_DTYPE_F32, g->n_params) : ct_tensor_flat(NULL, CT_DTYPE_F32, 0);
-    g->opt_v = has_v(opt) ? own_flat(g, CT_DTYPE_F32, g->n_params) : ct_tensor_flat(NULL, CT_DTYPE_F32, 0);
+    g->params = own_flat(g, CT_DTYPE_F32, g->param_span);
+    g->grads = own_flat(g, CT_DTYPE_F32, g->param_span);
+    g->opt_m = has_m(opt) ? own_flat(g, CT_DTYPE_F32, g->param_span) : ct_tensor_flat(NULL, CT_DTYPE_F32, 0);
+    g->opt_v = has_v(opt) ? own_flat(g, CT_DTYPE_F32, g->param_span) : ct_tensor_flat(NULL, CT_DTYPE_F32, 0);
     g->state = own_flat(g, CT_DTYPE_F32, g->n_state);
     g->x = own_tensor(g, CT_DTYPE_F32, batch, g->input);
     g->labels = own_tensor(g, CT_DTYPE_I32, batch, (ct_shape){1, 1, 1});

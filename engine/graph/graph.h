@@ -11,17 +11,21 @@ typedef struct ct_graph {
     int n_layers;
     ct_shape input;          /* per-sample input shape */
     int classes;
-    size_t n_params;         /* elements of the flat parameter tensor */
+    size_t n_params;         /* trainable values: every layer's weights and biases (what a
+                              * checkpoint stores, packed) */
+    size_t param_span;       /* elements of the flat parameter, gradient and moment tensors: each
+                              * layer's weights and biases start CT_TENSOR_ALIGN-aligned
+                              * (w_off, b_off), zero padding between them */
     size_t n_state;          /* elements of non-trained state (batch-norm running statistics) */
 
-    /* Bound by ct_graph_bind (backend memory). Flat tensors; opt_m, opt_v have NULL data when the
-     * optimizer keeps no such moment. */
+    /* Bound by ct_graph_bind (backend memory). Flat tensors (params, grads, opt_m, opt_v of
+     * param_span elements); opt_m, opt_v have NULL data when the optimizer keeps no such moment. */
     ct_backend *be;
     int batch;               /* the largest n a step may use */
     ct_tensor params, grads, opt_m, opt_v, state;
     ct_tensor x;             /* (batch, input) */
     ct_tensor labels;        /* (batch) int32 */
-    ct_tensor act_grads;     /* every layer's dy, one block */
+    ct_tensor act_grads;     /* every layer's dy, one block, each CT_TENSOR_ALIGN-aligned */
     ct_tensor *tensors;      /* the layers' tensors, which their pointers refer to */
     int n_tensors;
     void **owned;            /* allocations to free */

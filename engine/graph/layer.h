@@ -35,7 +35,8 @@ typedef struct ct_layer {
     /* convolution and pooling geometry (kernel, stride, leading pads) */
     int kh, kw, stride, pad_t, pad_l;
 
-    /* Trainable parameters as element offsets into the network's flat parameter tensor:
+    /* Trainable parameters as element offsets into the network's flat parameter tensor (and the
+     * gradient and moment tensors laid out alike), each a multiple of CT_TENSOR_ALIGN bytes:
      * w = weights (dense (units, in), conv (f, kh, kw, c)) or batch-norm gamma; b = bias or beta.
      * Non-trained state (batch-norm running mean then running variance) in the state tensor. */
     size_t w_off, w_count, b_off, b_count;
