@@ -248,8 +248,9 @@ static int read_loss(ct_backend *be, double *loss, long *correct)
     return st == CT_OK;
 }
 
-/* K steps from the buffers as they are: directly (through_graph 0) or through run_step with the
- * batch size as the key. The loss sum of the K steps into *loss; the time into *ms. */
+/* K steps from the buffers as they are: directly (through_graph 0) or through run_step, keyed on
+ * the step, the network and the batch size. The loss sum of the K steps into *loss; the time into
+ * *ms. */
 static int run_steps(step_ctx *c, const ct_train_config *tc, int through_graph, double *loss, double *ms)
 {
     ct_graph *g = c->g;
@@ -264,7 +265,8 @@ static int run_steps(step_ctx *c, const ct_train_config *tc, int through_graph, 
         ct_step_scalars s = scalars_of(tc, k);
         ct_status st = ok ? be->ops->set_step(be, &s, &err) : CT_ERR_INTERNAL;
         if (st == CT_OK)
-            st = through_graph ? be->ops->run_step(be, BATCH, train_work, c, &err) : train_work(c, &err);
+            st = through_graph ? be->ops->run_step(be, &(ct_step_key){train_work, c->g, BATCH}, c, &err)
+                               : train_work(c, &err);
         CHECK_MSG(!ok || st == CT_OK, "%s step %d: %s", through_graph ? "run_step" : "direct", k, err.msg);
         ok = ok && st == CT_OK;
     }
@@ -365,7 +367,7 @@ static void shape_changes(step_ctx *c, const ct_train_config *tc)
         ct_step_scalars s = scalars_of(tc, k);
         ct_status st = ok ? be->ops->set_step(be, &s, &err) : CT_ERR_INTERNAL;
         if (st == CT_OK)
-            st = be->ops->run_step(be, PARTIAL, train_work, c, &err);
+            st = be->ops->run_step(be, &(ct_step_key){train_work, g, PARTIAL}, c, &err);
         CHECK_MSG(!ok || st == CT_OK, "partial batch of %d, step %d: %s", PARTIAL, k, err.msg);
         ok = ok && st == CT_OK;
     }
@@ -382,7 +384,7 @@ static void shape_changes(step_ctx *c, const ct_train_config *tc)
         ct_step_scalars s = scalars_of(tc, K + 4);
         ct_status st = be->ops->set_step(be, &s, &err);
         if (st == CT_OK)
-            st = be->ops->run_step(be, BATCH, train_work, c, &err);
+            st = be->ops->run_step(be, &(ct_step_key){train_work, c->g, BATCH}, c, &err);
         CHECK_MSG(st == CT_OK, "the full batch after the partial one: %s", err.msg);
         ok = st == CT_OK && read_loss(be, &loss, &correct);
         if (ok) {
@@ -402,7 +404,7 @@ static void shape_changes(step_ctx *c, const ct_train_config *tc)
         ok = st == CT_OK && read_loss(be, &once, &correct);
     }
     for (int i = 0; i < 3 && ok; i++) {
-        ct_status st = be->ops->run_step(be, EVAL_N, eval_work, c, &err);
+        ct_status st = be->ops->run_step(be, &(ct_step_key){eval_work, g, EVAL_N}, c, &err);
         CHECK_MSG(st == CT_OK, "evaluation through run_step at n = %d, call %d: %s", EVAL_N, i + 1, err.msg);
         ok = st == CT_OK;
     }

@@ -334,6 +334,9 @@ ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt
                            mib(limit), batch, mib(p.total), mib(p.params), mib(p.optimizer), mib(p.activations),
                            mib(p.gradients), mib(p.workspace), mib(p.inputs));
     }
+    /* a capture of a step on this network (at this address) from an earlier binding holds buffers
+     * that are gone or about to be replaced */
+    be->ops->forget(be, g);
     g->be = be;
     g->batch = batch;
     g->params = own_flat(g, CT_DTYPE_F32, g->param_span);
@@ -358,9 +361,13 @@ ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt
 
 void ct_graph_free(ct_graph *g)
 {
-    if (g->be)
+    if (g->be) {
+        /* captured steps on these buffers must never be replayed, nor another network that comes
+         * to live at this address be taken for this one */
+        g->be->ops->forget(g->be, g);
         for (int i = 0; i < g->n_owned; i++)
             g->be->dev->ops->free(g->be->dev, g->owned[i]);
+    }
     free(g->owned);
     free(g->tensors);
     free(g->layers);

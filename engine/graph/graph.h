@@ -51,10 +51,12 @@ void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer op
 /* Resolves inputs, infers shapes and checks them (errors name the layer's line). */
 ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int classes, ct_err *err);
 /* Allocates every tensor for batches up to `batch` on be's device, has the backend reserve its
- * workspace, initialises parameters from `seed`. With a limit (bytes, 0 = none) a plan above it
+ * workspace (dropping every captured step) and forget what it kept for a network at this address,
+ * initialises parameters from `seed`. With a limit (bytes, 0 = none) a plan above it
  * is refused before anything is allocated, saying how much the batch needs. */
 ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, uint64_t seed,
                         size_t limit, ct_err *err);
+/* Frees the network's buffers, after its backend has dropped the steps captured on them. */
 void ct_graph_free(ct_graph *g);
 
 /* Forward pass over n samples of g->x; the logits are the last layer's output. Dropout draws its

@@ -126,10 +126,11 @@ ct_status ct_train_step(ct_net *net, int n, float lr, ct_err *err)
     for (int i = 0; i < net->n_replicas && st == CT_OK; i++) {
         ct_replica *r = &net->replicas[i];
         step_ctx ctx = {net, r, slice_size(net, i, n)};
+        /* a captured step is specific to its work, the replica's buffers and the batch size */
+        ct_step_key key = {step_work, &r->graph, ctx.n};
         st = r->be->ops->set_step(r->be, &s, err);
-        /* the batch size is the shape that a captured step is specific to */
         if (st == CT_OK)
-            st = r->be->ops->run_step(r->be, ctx.n, step_work, &ctx, err);
+            st = r->be->ops->run_step(r->be, &key, &ctx, err);
     }
     if (st == CT_OK)
         net->step++;
