@@ -55,7 +55,10 @@ typedef struct ct_input_batch {
 typedef struct ct_layer_ops {
     /* x -> y for n samples; `training` selects batch statistics and dropout (seeded by set_step). */
     ct_status (*forward)(ct_backend *be, ct_layer *l, int n, int training, ct_err *err);
-    /* dy -> (adds into) dx, dw, db. */
+    /* dy -> dx, dw, db for n samples. Writes dw and db, and writes dx[k] or adds into it as
+     * l->dx_accumulate[k] says (the first writer of a gradient in backward order writes it):
+     * nothing is cleared before a step, so every element of the n samples' gradients must be
+     * written. */
     ct_status (*backward)(ct_backend *be, ct_layer *l, int n, ct_err *err);
     /* Bytes of the shared workspace the layer needs at batch n (im2col, pad copies, cuDNN and
      * cuBLASLt algorithms); NULL when none. */
@@ -64,6 +67,17 @@ typedef struct ct_layer_ops {
 
 /* The work of one training step, run directly or captured once and replayed (run_step). */
 typedef ct_status (*ct_step_fn)(void *ctx, ct_err *err);
+
+/* What a captured step is specific to, so that run_step replays a capture only for the work it
+ * recorded: the step function, the bound network whose buffers it reads and writes (its
+ * ct_graph), and the batch size. Whatever else a capture reads comes through set_step or stays
+ * put while the network is bound: the backend's own buffers change only at reserve, which drops
+ * every capture, and a network's only at ct_graph_free and ct_graph_bind, which call forget. */
+typedef struct ct_step_key {
+    ct_step_fn fn;
+    const void *net;
+    int n;
+} ct_step_key;
 
 typedef struct ct_backend_ops {
     const char *name;
@@ -85,11 +99,15 @@ typedef struct ct_backend_ops {
 
     /* The scalars of the step about to run (before run_step or the ops of an uncaptured step). */
     ct_status (*set_step)(ct_backend *be, const ct_step_scalars *s, ct_err *err);
-    /* Runs fn(ctx): directly, or (with graphs on) captured the second time `key` is seen and
-     * replayed from then on. The first run of a key is direct, so that setup-time work (cuDNN's
-     * algorithm search, cuBLASLt plans) happens outside any capture. fn must enqueue the same
-     * work for the same key every time; key identifies the batch shape. */
-    ct_status (*run_step)(ct_backend *be, int key, ct_step_fn fn, void *ctx, ct_err *err);
+    /* Runs key->fn(ctx): directly, or (with graphs on) captured the second time `key` is seen
+     * and replayed from then on. The first run of a key is direct, so that setup-time work
+     * (cuDNN's algorithm search, cuBLASLt plans) happens outside any capture. key->fn must
+     * enqueue the same work for the same key every time (ct_step_key says what a key covers). */
+    ct_status (*run_step)(ct_backend *be, const ct_step_key *key, void *ctx, ct_err *err);
+    /* Drops what the backend keeps for the bound network `net` (its ct_graph): captured steps,
+     * which hold the addresses of its buffers. Called when the network's buffers are freed
+     * (ct_graph_free) or replaced (ct_graph_bind); teardown, so it cannot fail. */
+    void (*forget)(ct_backend *be, const void *net);
 
     /* Softmax cross-entropy over logits (n, k) fp32; writes dlogits = (p - onehot) / n (unless
      * NULL) and adds the loss sum and correct count to the backend's metric accumulators. */

@@ -161,7 +161,7 @@ struct ActBackward {
     template <typename I> __device__ void operator()(I i) const
     {
         const float d = activation_grad(x ? x[i] : 0.0f, y ? y[i] : 0.0f, dy[i], act);
-        dx[i] = accumulate ? __fadd_rn(dx[i], d) : d;
+        dx[i] = __fadd_rn(accumulate ? dx[i] : 0.0f, d);
     }
 };
 
@@ -178,7 +178,8 @@ struct Add {
 struct Accumulate {
     const float *dy;
     float *dx;
-    template <typename I> __device__ void operator()(I i) const { dx[i] += dy[i]; }
+    bool accumulate;
+    template <typename I> __device__ void operator()(I i) const { dx[i] = __fadd_rn(accumulate ? dx[i] : 0.0f, dy[i]); }
 };
 
 // ---- column sums ----
@@ -213,14 +214,14 @@ __device__ double block_column_sum(const float *dy, long long first, long long l
     return part[0][tx];
 }
 
-// dy: (rows, c); db: (c) += column sums
+// dy: (rows, c); db: (c) = column sums
 __global__ void __launch_bounds__(kSumCols * kSumRows)
 column_sums_kernel(const float *dy, float *db, long long rows, int c)
 {
     const long long col = (long long)blockIdx.x * kSumCols + threadIdx.x;
     const double sum = block_column_sum(dy, 0, rows, c, col);
     if (threadIdx.y == 0 && col < c)
-        db[col] += (float)sum;
+        db[col] = (float)sum;
 }
 
 // The tall case (a convolution's bias: rows = n * oh * ow, few columns) in two deterministic
@@ -239,7 +240,7 @@ column_partials_kernel(const float *dy, double *partials, long long rows, int c,
         partials[(long long)blockIdx.y * c + col] = sum;
 }
 
-// partials: (chunks, c) double; db: (c) += their column sums, in chunk order
+// partials: (chunks, c) double; db: (c) = their column sums, in chunk order
 __global__ void column_partials_sum_kernel(const double *partials, float *db, int chunks, int c)
 {
     const int col = blockIdx.x * blockDim.x + threadIdx.x;
@@ -248,7 +249,7 @@ __global__ void column_partials_sum_kernel(const double *partials, float *db, in
     double acc = 0.0;
     for (int k = 0; k < chunks; k++)
         acc += partials[(long long)k * c + col];
-    db[col] += (float)acc;
+    db[col] = (float)acc;
 }
 
 // ---- dropout ----
@@ -275,9 +276,10 @@ struct DropoutBackward {
     const unsigned char *mask;
     float *dx;
     float scale;
+    bool accumulate;
     template <typename I> __device__ void operator()(I i) const
     {
-        dx[i] = __fadd_rn(dx[i], mask[i] ? __fmul_rn(dy[i], scale) : 0.0f);
+        dx[i] = __fadd_rn(accumulate ? dx[i] : 0.0f, mask[i] ? __fmul_rn(dy[i], scale) : 0.0f);
     }
 };
 
@@ -300,16 +302,17 @@ struct PadNhwc {
     }
 };
 
-// dxp: (n, hp, wp, c); dx: (n, h, w, c) += its top-left corner
+// dxp: (n, hp, wp, c); dx: (n, h, w, c) = (accumulate ? dx : 0) + its top-left corner
 struct CropAccumulateNhwc {
     const float *dxp;
     float *dx;
     long long h, hp, row, rowp;
+    bool accumulate;
     template <typename I> __device__ void operator()(I i) const
     {
         const I r = i / (I)row, k = i - r * (I)row;
         const I s = r / (I)h, yy = r - s * (I)h;
-        dx[i] += dxp[(s * (I)hp + yy) * (I)rowp + k];
+        dx[i] = __fadd_rn(accumulate ? dx[i] : 0.0f, dxp[(s * (I)hp + yy) * (I)rowp + k]);
     }
 };
 
@@ -414,13 +417,13 @@ extern "C" int ct_launch_add(const float *a, const float *b, float *y, long n, v
 }
 
 // dy, dx: (n) fp32
-extern "C" int ct_launch_accumulate(const float *dy, float *dx, long n, void *stream)
+extern "C" int ct_launch_accumulate(const float *dy, float *dx, long n, int accumulate, void *stream)
 {
     if (n < 0 || (n > 0 && (!dy || !dx)))
         return (int)cudaErrorInvalidValue;
     if (n == 0)
         return (int)cudaSuccess;
-    return launch_map(n, (cudaStream_t)stream, Accumulate{dy, dx});
+    return launch_map(n, (cudaStream_t)stream, Accumulate{dy, dx, accumulate != 0});
 }
 
 // Both column-sum launchers' checks: a cudaError_t to return at once, or -1 to go on.
@@ -484,7 +487,7 @@ extern "C" int ct_launch_dropout_forward(const float *x, float *y, unsigned char
 
 // dy, mask, dx: (n)
 extern "C" int ct_launch_dropout_backward(const float *dy, const unsigned char *mask, float *dx, long n,
-                                          float rate, void *stream)
+                                          float rate, int accumulate, void *stream)
 {
     if (n < 0 || !(rate >= 0.0f && rate <= 1.0f))
         return (int)cudaErrorInvalidValue;
@@ -492,7 +495,7 @@ extern "C" int ct_launch_dropout_backward(const float *dy, const unsigned char *
         return (int)cudaSuccess;
     if (!dy || !mask || !dx)
         return (int)cudaErrorInvalidValue;
-    return launch_map(n, (cudaStream_t)stream, DropoutBackward{dy, mask, dx, keep_scale(rate)});
+    return launch_map(n, (cudaStream_t)stream, DropoutBackward{dy, mask, dx, keep_scale(rate), accumulate != 0});
 }
 
 // x: (n, h, w, c) -> xp: (n, hp, wp, c)
@@ -512,7 +515,7 @@ extern "C" int ct_launch_pad_nhwc(const float *x, float *xp, int n, int h, int w
 
 // dxp: (n, hp, wp, c); dx: (n, h, w, c)
 extern "C" int ct_launch_crop_accumulate_nhwc(const float *dxp, float *dx, int n, int h, int w, int c, int hp,
-                                              int wp, void *stream)
+                                              int wp, int accumulate, void *stream)
 {
     if (n < 0 || h < 0 || w < 0 || c < 0 || hp < h || wp < w)
         return (int)cudaErrorInvalidValue;
@@ -523,6 +526,6 @@ extern "C" int ct_launch_crop_accumulate_nhwc(const float *dxp, float *dx, int n
     if (total < 0 || volume(n, hp, wp, c) < 0 || !dxp || !dx)
         return (int)cudaErrorInvalidValue;
     return launch_map(total, (cudaStream_t)stream,
-                      CropAccumulateNhwc{dxp, dx, h, hp, (long long)w * c, (long long)wp * c},
+                      CropAccumulateNhwc{dxp, dx, h, hp, (long long)w * c, (long long)wp * c, accumulate != 0},
                       volume(n, hp, wp, c) - 1);
 }

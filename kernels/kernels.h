@@ -9,7 +9,11 @@
  *    arguments (checked on the host before launching), else what cudaGetLastError reported after
  *    the launch. Errors inside a kernel surface at the next synchronising call, as always in CUDA;
  *  - empty work (0 rows, 0 elements) launches nothing and returns 0;
- *  - activations use the values of ct_activation in engine/base/types.h. */
+ *  - activations use the values of ct_activation in engine/base/types.h;
+ *  - a gradient launcher with `accumulate` adds into dx when it is 1 and writes it when 0 (the
+ *    first writer of a gradient in backward order: nothing is cleared before a step), writing
+ *    0 + v rather than v so that the bits are those of adding into a cleared buffer, the CPU
+ *    backend's (engine/cpu/cpu_ops.h). Parameter gradients (column sums) are always written. */
 #ifndef CT_KERNELS_H
 #define CT_KERNELS_H
 
@@ -58,12 +62,12 @@ int ct_launch_activation_backward(const float *x, const float *y, const float *d
 /* a, b, y: (n); y = a + b (y may equal a or b). */
 int ct_launch_add(const float *a, const float *b, float *y, long n, void *stream);
 
-/* dy, dx: (n); dx += dy. */
-int ct_launch_accumulate(const float *dy, float *dx, long n, void *stream);
+/* dy, dx: (n); dx = (accumulate ? dx : 0) + dy. */
+int ct_launch_accumulate(const float *dy, float *dx, long n, int accumulate, void *stream);
 
-/* dy: (rows, c); db: (c) += column sums of dy, summed in double in a fixed order (no atomics: the
- * same input gives the same bits every run). One block per 32 columns: right for dense layers'
- * bias gradients (rows = batch). */
+/* dy: (rows, c); db: (c) = column sums of dy (written: a bias gradient has one writer per step),
+ * summed in double in a fixed order (no atomics: the same input gives the same bits every run).
+ * One block per 32 columns: right for dense layers' bias gradients (rows = batch). */
 int ct_launch_column_sums(const float *dy, float *db, long rows, int c, void *stream);
 /* The same for tall matrices (a convolution's bias gradient: rows = n * oh * ow, few columns), in
  * two deterministic passes through `workspace` (up to 1024 * c doubles, 8-byte aligned); falls
@@ -76,17 +80,18 @@ int ct_launch_column_sums_tall(const float *dy, float *db, long rows, int c, voi
  * scaled by 1 / (1 - rate). x, y: (n) fp32; mask: (n) 1 kept, 0 dropped. step: device memory. */
 int ct_launch_dropout_forward(const float *x, float *y, unsigned char *mask, long n, float rate,
                               const ct_device_step *step, unsigned long long stream_id, void *stream);
-/* dy, mask, dx: (n); dx += mask ? dy / (1 - rate) : 0 */
+/* dy, mask, dx: (n); dx = (accumulate ? dx : 0) + (mask ? dy / (1 - rate) : 0) */
 int ct_launch_dropout_backward(const float *dy, const unsigned char *mask, float *dx, long n, float rate,
-                               void *stream);
+                               int accumulate, void *stream);
 
 /* Zero padding at the bottom and right, for the asymmetric 'same' padding that cuDNN cannot
  * express: x (n, h, w, c) -> xp (n, hp, wp, c), hp >= h, wp >= w, x in the top-left corner,
  * zeros elsewhere (xp is fully written). */
 int ct_launch_pad_nhwc(const float *x, float *xp, int n, int h, int w, int c, int hp, int wp, void *stream);
-/* The gradient back through it: dx (n, h, w, c) += dxp[:, :h, :w, :] of dxp (n, hp, wp, c). */
+/* The gradient back through it: dx (n, h, w, c) = (accumulate ? dx : 0) + dxp[:, :h, :w, :] of
+ * dxp (n, hp, wp, c). */
 int ct_launch_crop_accumulate_nhwc(const float *dxp, float *dx, int n, int h, int w, int c, int hp, int wp,
-                                   void *stream);
+                                   int accumulate, void *stream);
 
 /* ---- pooling (kernels/pool.cu), the CPU backend's semantics exactly ---- */
 
@@ -97,14 +102,16 @@ int ct_launch_crop_accumulate_nhwc(const float *dxp, float *dx, int n, int h, in
  * argmax is the index within the sample's (h, w, c) volume; a window wholly in the padding gives
  * 0 and argmax -1. */
 int ct_launch_maxpool_forward(const ct_window_geom *d, const float *x, float *y, int *argmax, void *stream);
-/* dy, argmax: (n, oh, ow, c); dx (n, h, w, c) += dy at each argmax, as a gather (each input cell
- * adds the windows that picked it, in a fixed order): deterministic even where windows overlap. */
+/* dy, argmax: (n, oh, ow, c); dx (n, h, w, c) = (accumulate ? dx : 0) + dy at each argmax, as a
+ * gather (each input cell adds the windows that picked it, in a fixed order): deterministic even
+ * where windows overlap, and every cell written. */
 int ct_launch_maxpool_backward(const ct_window_geom *d, const float *dy, const int *argmax, float *dx,
-                               void *stream);
+                               int accumulate, void *stream);
 /* Average over the window's cells inside the input (padding not counted). */
 int ct_launch_avgpool_forward(const ct_window_geom *d, const float *x, float *y, void *stream);
-/* dx += dy / count spread over each window's cells inside the input. */
-int ct_launch_avgpool_backward(const ct_window_geom *d, const float *dy, float *dx, void *stream);
+/* dx = (accumulate ? dx : 0) + dy / count spread over each window's cells inside the input. */
+int ct_launch_avgpool_backward(const ct_window_geom *d, const float *dy, float *dx, int accumulate,
+                               void *stream);
 
 /* ---- optimizers (kernels/optim.cu), torch.optim's formulas as the CPU backend's ---- */
 

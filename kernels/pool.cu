@@ -93,10 +93,11 @@ __global__ void maxpool_forward_kernel(ct_window_geom d, const float *x, float *
     }
 }
 
-// dy, argmax: (n, oh, ow, c); dx: (n, h, w, c) += dy of each window whose argmax is this cell
+// dy, argmax: (n, oh, ow, c); dx: (n, h, w, c) = (accumulate ? dx : 0) + dy of each window whose
+// argmax is this cell
 template <typename Index>
 __global__ void maxpool_backward_kernel(ct_window_geom d, const float *dy, const int *argmax, float *dx,
-                                        Index total)
+                                        bool accumulate, Index total)
 {
     const Index stride = (Index)gridDim.x * blockDim.x;
     for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
@@ -106,7 +107,7 @@ __global__ void maxpool_backward_kernel(ct_window_geom d, const float *dy, const
         const int here = (iy * d.w + ix) * d.c + ch;  // the index the forward stored
         const Cover cy = covering(iy, d.pad_t, d.kh, d.stride, d.oh);
         const Cover cx = covering(ix, d.pad_l, d.kw, d.stride, d.ow);
-        float acc = dx[i];
+        float acc = accumulate ? dx[i] : 0.0f;
         for (int oy = cy.lo; oy <= cy.hi; oy++) {
             for (int ox = cx.lo; ox <= cx.hi; ox++) {
                 const Index o = ((s * (Index)d.oh + oy) * (Index)d.ow + ox) * (Index)d.c + ch;
@@ -142,9 +143,10 @@ __global__ void avgpool_forward_kernel(ct_window_geom d, const float *x, float *
     }
 }
 
-// dy: (n, oh, ow, c); dx: (n, h, w, c) += dy / count of each window covering this cell
+// dy: (n, oh, ow, c); dx: (n, h, w, c) = (accumulate ? dx : 0) + dy / count of each window covering
+// this cell
 template <typename Index>
-__global__ void avgpool_backward_kernel(ct_window_geom d, const float *dy, float *dx, Index total)
+__global__ void avgpool_backward_kernel(ct_window_geom d, const float *dy, float *dx, bool accumulate, Index total)
 {
     const Index stride = (Index)gridDim.x * blockDim.x;
     for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
@@ -153,7 +155,7 @@ __global__ void avgpool_backward_kernel(ct_window_geom d, const float *dy, float
         split_nhwc(i, d.h, d.w, d.c, s, iy, ix, ch);
         const Cover cy = covering(iy, d.pad_t, d.kh, d.stride, d.oh);
         const Cover cx = covering(ix, d.pad_l, d.kw, d.stride, d.ow);
-        float acc = dx[i];
+        float acc = accumulate ? dx[i] : 0.0f;
         for (int oy = cy.lo; oy <= cy.hi; oy++) {
             for (int ox = cx.lo; ox <= cx.hi; ox++) {
                 const Window win = pool_window(d, oy, ox);  // covers this cell, so not empty
@@ -220,7 +222,7 @@ extern "C" int ct_launch_maxpool_forward(const ct_window_geom *d, const float *x
 
 // dy, argmax: (n, oh, ow, c); dx: (n, h, w, c)
 extern "C" int ct_launch_maxpool_backward(const ct_window_geom *d, const float *dy, const int *argmax, float *dx,
-                                          void *stream)
+                                          int accumulate, void *stream)
 {
     long long in_total, out_total;
     if (!check_dims(d, &in_total, &out_total))
@@ -230,7 +232,7 @@ extern "C" int ct_launch_maxpool_backward(const ct_window_geom *d, const float *
     if ((out_total > 0 && (!dy || !argmax)) || !dx)
         return (int)cudaErrorInvalidValue;
     CT_POOL_LAUNCH(maxpool_backward_kernel, in_total, max_ll(in_total, out_total), (cudaStream_t)stream, *d, dy,
-                   argmax, dx);
+                   argmax, dx, accumulate != 0);
     return (int)cudaGetLastError();
 }
 
@@ -250,7 +252,8 @@ extern "C" int ct_launch_avgpool_forward(const ct_window_geom *d, const float *x
 }
 
 // dy: (n, oh, ow, c); dx: (n, h, w, c)
-extern "C" int ct_launch_avgpool_backward(const ct_window_geom *d, const float *dy, float *dx, void *stream)
+extern "C" int ct_launch_avgpool_backward(const ct_window_geom *d, const float *dy, float *dx, int accumulate,
+                                          void *stream)
 {
     long long in_total, out_total;
     if (!check_dims(d, &in_total, &out_total))
@@ -260,6 +263,6 @@ extern "C" int ct_launch_avgpool_backward(const ct_window_geom *d, const float *
     if ((out_total > 0 && !dy) || !dx)
         return (int)cudaErrorInvalidValue;
     CT_POOL_LAUNCH(avgpool_backward_kernel, in_total, max_ll(in_total, out_total), (cudaStream_t)stream, *d, dy,
-                   dx);
+                   dx, accumulate != 0);
     return (int)cudaGetLastError();
 }

@@ -8,8 +8,10 @@
 #include "base/rng.h"
 #include "tests/test_util.h"
 
-/* Gradient buffers start at this value, so a backward that overwrites instead of adding fails
- * the gradient checks. */
+/* Input gradients start at this value when a backward is asked to add into them (accumulate =
+ * 1), so one that overwrites instead fails the gradient checks. Buffers a backward must write
+ * (parameter gradients, and input gradients at accumulate = 0) start as NaN, so one that adds
+ * into them, or leaves a value out, fails. */
 #define PREFILL 0.25f
 
 /* ---- helpers ---- */
@@ -48,6 +50,20 @@ static double dot(const float *a, const float *b, size_t n)
 static void subtract_prefill(float *v, size_t n)
 {
     for (size_t i = 0; i < n; i++) v[i] -= PREFILL;
+}
+
+static void fill_nan(float *v, size_t n) { fill_const(v, n, NAN); }
+
+/* What a backward writes at accumulate = 0 over NaN (`wrote`) must be, bit for bit, what it adds
+ * at accumulate = 1 into zeros (`added`): writing replaces clearing the buffer first. */
+static void check_written(const char *what, const float *wrote, const float *added, size_t n)
+{
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&wrote[i], &added[i], sizeof(float)) != 0 && bad++ == 0)
+            first = i;
+    CHECK_MSG(bad == 0, "%s: %zu of %zu values written differ from those added into zeros (first [%zu]: %.9g vs %.9g)",
+              what, bad, n, first, bad ? wrote[first] : 0.0, bad ? added[first] : 0.0);
 }
 
 /* Largest |a - b| / max(|a|, |b|, floor) over n values: relative, but absolute near zero. */
@@ -132,35 +148,34 @@ static void test_dense(int with_bias)
     }
     CHECK_MSG(worst < 1e-5, "dense forward off by %g", worst);
 
+    /* dx added to, dw and db written */
     float *dx = alloc_floats(nx), *dw = alloc_floats(nw), *db = alloc_floats(d.m);
-    fill_const(dx, nx, PREFILL), fill_const(dw, nw, PREFILL), fill_const(db, d.m, PREFILL);
-    ct_cpu_dense_backward(d.x, d.w, d.r, dx, dw, d.b ? db : NULL, d.n, d.k, d.m);
-    subtract_prefill(dx, nx), subtract_prefill(dw, nw), subtract_prefill(db, d.m);
+    fill_const(dx, nx, PREFILL), fill_nan(dw, nw), fill_nan(db, d.m);
+    ct_cpu_dense_backward(d.x, d.w, d.r, dx, dw, d.b ? db : NULL, d.n, d.k, d.m, 1);
+    subtract_prefill(dx, nx);
     check_grad("dense dx", dense_loss, &d, d.x, dx, nx, 1e-2f, 1e-3);
     check_grad("dense dw", dense_loss, &d, d.w, dw, nw, 1e-2f, 1e-3);
     if (d.b) check_grad("dense db", dense_loss, &d, d.b, db, d.m, 1e-2f, 1e-3);
-    else CHECK(db[0] == 0.0f); /* NULL db left alone */
+    else CHECK(isnan(db[0])); /* NULL db left alone */
 
-    /* calling backward twice doubles the gradients */
-    float *dx2 = alloc_floats(nx), *dw2 = alloc_floats(nw), *db2 = alloc_floats(d.m);
-    for (int rep = 0; rep < 2; rep++) ct_cpu_dense_backward(d.x, d.w, d.r, dx2, dw2, db2, d.n, d.k, d.m);
-    for (size_t i = 0; i < nx; i++) dx[i] *= 2;
-    for (size_t i = 0; i < nw; i++) dw[i] *= 2;
+    /* dx written over NaN: what adding into zeros gives; dw and db again the same */
+    float *dx2 = alloc_floats(nx), *dw2 = alloc_floats(nw), *db2 = alloc_floats(d.m), *dx0 = alloc_floats(nx);
+    fill_nan(dx2, nx), fill_nan(dw2, nw), fill_nan(db2, d.m);
+    ct_cpu_dense_backward(d.x, d.w, d.r, dx2, dw2, db2, d.n, d.k, d.m, 0);
+    ct_cpu_dense_backward(d.x, d.w, d.r, dx0, dw2, db2, d.n, d.k, d.m, 1);
+    check_written("dense dx", dx2, dx0, nx);
     CHECK(max_rel_err(dx, dx2, nx, 1.0) < 1e-5);
-    CHECK(max_rel_err(dw, dw2, nw, 1.0) < 1e-5);
-    if (d.b) {
-        for (int j = 0; j < d.m; j++) db[j] *= 2;
-        CHECK(max_rel_err(db, db2, d.m, 1e-3) < 1e-5);
-    }
+    check_written("dense dw", dw2, dw, nw);
+    if (d.b) check_written("dense db", db2, db, d.m);
 
     /* NULL dx and db: only dw, unchanged */
     float *dw3 = alloc_floats(nw);
-    ct_cpu_dense_backward(d.x, d.w, d.r, NULL, dw3, NULL, d.n, d.k, d.m);
-    for (size_t i = 0; i < nw; i++) dw3[i] *= 2;
-    CHECK(max_rel_err(dw3, dw, nw, 1.0) < 1e-5);
+    fill_nan(dw3, nw);
+    ct_cpu_dense_backward(d.x, d.w, d.r, NULL, dw3, NULL, d.n, d.k, d.m, 0);
+    check_written("dense dw alone", dw3, dw, nw);
 
     free(d.x), free(d.w), free(d.b), free(d.y), free(d.r);
-    free(dx), free(dw), free(db), free(dx2), free(dw2), free(db2), free(dw3);
+    free(dx), free(dw), free(db), free(dx2), free(dw2), free(db2), free(dx0), free(dw3);
 }
 
 /* ---- conv2d ---- */
@@ -229,10 +244,11 @@ static void test_conv(const conv_spec *sp, int seed)
     double ferr = conv_reference_err(&cc);
     CHECK_MSG(ferr < 1e-4, "conv %s forward off by %g", sp->name, ferr);
 
+    /* dx added to, dw and db written */
     float *dx = alloc_floats(nx), *dw = alloc_floats(nw), *db = alloc_floats(g->f);
-    fill_const(dx, nx, PREFILL), fill_const(dw, nw, PREFILL), fill_const(db, g->f, PREFILL);
-    ct_cpu_conv2d_backward(g, cc.x, cc.w, cc.r, dx, dw, cc.b ? db : NULL, cc.ws);
-    subtract_prefill(dx, nx), subtract_prefill(dw, nw), subtract_prefill(db, g->f);
+    fill_const(dx, nx, PREFILL), fill_nan(dw, nw), fill_nan(db, g->f);
+    ct_cpu_conv2d_backward(g, cc.x, cc.w, cc.r, dx, dw, cc.b ? db : NULL, cc.ws, 1);
+    subtract_prefill(dx, nx);
     char what[128];
     snprintf(what, sizeof what, "conv %s dx", sp->name);
     check_grad(what, conv_loss, &cc, cc.x, dx, nx, 1e-2f, 2e-3);
@@ -243,20 +259,29 @@ static void test_conv(const conv_spec *sp, int seed)
         check_grad(what, conv_loss, &cc, cc.b, db, g->f, 1e-2f, 2e-3);
     }
 
-    /* twice from zero doubles; NULL dx and db leave dw as it was */
-    float *dx2 = alloc_floats(nx), *dw2 = alloc_floats(nw), *db2 = alloc_floats(g->f);
-    for (int rep = 0; rep < 2; rep++) ct_cpu_conv2d_backward(g, cc.x, cc.w, cc.r, dx2, dw2, db2, cc.ws);
-    for (size_t i = 0; i < nx; i++) dx[i] *= 2;
-    for (size_t i = 0; i < nw; i++) dw[i] *= 2;
-    CHECK_MSG(max_rel_err(dx, dx2, nx, 1.0) < 1e-5, "conv %s dx accumulates", sp->name);
-    CHECK_MSG(max_rel_err(dw, dw2, nw, 1.0) < 1e-5, "conv %s dw accumulates", sp->name);
+    /* dx written over NaN (cells no window reads included): what adding into zeros gives; dw
+     * and db the same again; NULL dx and db leave dw as it was */
+    float *dx2 = alloc_floats(nx), *dw2 = alloc_floats(nw), *db2 = alloc_floats(g->f), *dx0 = alloc_floats(nx);
+    fill_nan(dx2, nx), fill_nan(dw2, nw), fill_nan(db2, g->f);
+    ct_cpu_conv2d_backward(g, cc.x, cc.w, cc.r, dx2, dw2, cc.b ? db2 : NULL, cc.ws, 0);
+    ct_cpu_conv2d_backward(g, cc.x, cc.w, cc.r, dx0, NULL, NULL, cc.ws, 1);
+    snprintf(what, sizeof what, "conv %s dx written", sp->name);
+    check_written(what, dx2, dx0, nx);
+    CHECK_MSG(max_rel_err(dx, dx2, nx, 1.0) < 1e-5, "conv %s dx written vs added", sp->name);
+    snprintf(what, sizeof what, "conv %s dw written", sp->name);
+    check_written(what, dw2, dw, nw);
+    if (cc.b) {
+        snprintf(what, sizeof what, "conv %s db written", sp->name);
+        check_written(what, db2, db, g->f);
+    }
     float *dw3 = alloc_floats(nw);
-    ct_cpu_conv2d_backward(g, cc.x, cc.w, cc.r, NULL, dw3, NULL, cc.ws);
-    for (size_t i = 0; i < nw; i++) dw3[i] *= 2;
-    CHECK_MSG(max_rel_err(dw3, dw, nw, 1.0) < 1e-5, "conv %s dw with NULL dx, db", sp->name);
+    fill_nan(dw3, nw);
+    ct_cpu_conv2d_backward(g, cc.x, cc.w, cc.r, NULL, dw3, NULL, cc.ws, 0);
+    snprintf(what, sizeof what, "conv %s dw with NULL dx, db", sp->name);
+    check_written(what, dw3, dw, nw);
 
     free(cc.x), free(cc.w), free(cc.b), free(cc.y), free(cc.r), free(cc.ws);
-    free(dx), free(dw), free(db), free(dx2), free(dw2), free(db2), free(dw3);
+    free(dx), free(dw), free(db), free(dx2), free(dw2), free(db2), free(dx0), free(dw3);
 }
 
 static void test_convs(void)
@@ -358,17 +383,29 @@ static void test_pool(const pool_spec *sp, int is_max, int seed)
     CHECK_MSG(ferr < 1e-5, "%s %s forward off by %g", kind, sp->name, ferr);
     CHECK_MSG(argmax_ok, "%s %s argmax", kind, sp->name);
 
-    float *dx = alloc_floats(nx);
+    float *dx = alloc_floats(nx), *dx2 = alloc_floats(nx), *dx0 = alloc_floats(nx);
     fill_const(dx, nx, PREFILL);
-    if (is_max) ct_cpu_maxpool_backward(g, pc.r, pc.argmax, dx);
-    else ct_cpu_avgpool_backward(g, pc.r, dx);
+    if (is_max) ct_cpu_maxpool_backward(g, pc.r, pc.argmax, dx, 1);
+    else ct_cpu_avgpool_backward(g, pc.r, dx, 1);
     subtract_prefill(dx, nx);
     char what[128];
     snprintf(what, sizeof what, "%s %s dx", kind, sp->name);
     /* a step well under the 0.05 spacing of the inputs never changes which cell is the max */
     check_grad(what, pool_loss, &pc, pc.x, dx, nx, 1e-2f, 1e-3);
 
-    free(pc.x), free(pc.y), free(pc.r), free(pc.argmax), free(dx);
+    /* written over NaN, cells no window reaches included */
+    fill_nan(dx2, nx);
+    if (is_max) {
+        ct_cpu_maxpool_backward(g, pc.r, pc.argmax, dx2, 0);
+        ct_cpu_maxpool_backward(g, pc.r, pc.argmax, dx0, 1);
+    } else {
+        ct_cpu_avgpool_backward(g, pc.r, dx2, 0);
+        ct_cpu_avgpool_backward(g, pc.r, dx0, 1);
+    }
+    snprintf(what, sizeof what, "%s %s dx written", kind, sp->name);
+    check_written(what, dx2, dx0, nx);
+
+    free(pc.x), free(pc.y), free(pc.r), free(pc.argmax), free(dx), free(dx2), free(dx0);
 }
 
 static void test_pools(void)
@@ -402,7 +439,7 @@ static void test_pool_hand_values(void)
         CHECK(am[i] == want_am[i]);
     }
     float dx[16] = {0}, dy[4] = {1, 2, 3, 4};
-    ct_cpu_maxpool_backward(&g, dy, am, dx);
+    ct_cpu_maxpool_backward(&g, dy, am, dx, 1);
     CHECK_NEAR(dx[5], 1, 0); CHECK_NEAR(dx[6], 2, 0); CHECK_NEAR(dx[12], 3, 0); CHECK_NEAR(dx[10], 4, 0);
     CHECK_NEAR(dx[11], 0, 0);
 
@@ -439,7 +476,7 @@ static void test_pool_hand_values(void)
     CHECK_NEAR(avg[4], 5, 1e-6);
     CHECK_NEAR(avg[8], (5 + 6 + 8 + 9) / 4.0, 1e-6);
     fill_const(ones, 9, 1.0f);
-    ct_cpu_avgpool_backward(&g, ones, dnine);
+    ct_cpu_avgpool_backward(&g, ones, dnine, 1);
     /* the corner is in 4 windows of 4, 6, 6 and 9 cells; the centre in all nine */
     CHECK_NEAR(dnine[0], 1 / 4.0 + 2 / 6.0 + 1 / 9.0, 1e-6);
     CHECK_NEAR(dnine[4], 4 / 4.0 + 4 / 6.0 + 1 / 9.0, 1e-6);
@@ -475,9 +512,9 @@ static void test_batchnorm_grad(int rows, int c, int seed)
 
     bn_loss(&b);
     float *dx = alloc_floats(nx), *dgamma = alloc_floats(c), *dbeta = alloc_floats(c);
-    fill_const(dx, nx, PREFILL), fill_const(dgamma, c, PREFILL), fill_const(dbeta, c, PREFILL);
-    ct_cpu_batchnorm_backward(b.x, b.gamma, b.r, b.mean, b.invstd, dx, dgamma, dbeta, rows, c);
-    subtract_prefill(dx, nx), subtract_prefill(dgamma, c), subtract_prefill(dbeta, c);
+    fill_const(dx, nx, PREFILL), fill_nan(dgamma, c), fill_nan(dbeta, c);
+    ct_cpu_batchnorm_backward(b.x, b.gamma, b.r, b.mean, b.invstd, dx, dgamma, dbeta, rows, c, 1);
+    subtract_prefill(dx, nx);
     char what[128];
     snprintf(what, sizeof what, "batchnorm %dx%d dx", rows, c);
     check_grad(what, bn_loss, &b, b.x, dx, nx, 1e-2f, 5e-3);
@@ -485,6 +522,17 @@ static void test_batchnorm_grad(int rows, int c, int seed)
     check_grad(what, bn_loss, &b, b.gamma, dgamma, c, 1e-2f, 1e-3);
     snprintf(what, sizeof what, "batchnorm %dx%d dbeta", rows, c);
     check_grad(what, bn_loss, &b, b.beta, dbeta, c, 1e-2f, 1e-3);
+
+    float *dx2 = alloc_floats(nx), *dx0 = alloc_floats(nx), *dg2 = alloc_floats(c), *db2 = alloc_floats(c);
+    fill_nan(dx2, nx), fill_nan(dg2, c), fill_nan(db2, c);
+    ct_cpu_batchnorm_backward(b.x, b.gamma, b.r, b.mean, b.invstd, dx2, dg2, db2, rows, c, 0);
+    ct_cpu_batchnorm_backward(b.x, b.gamma, b.r, b.mean, b.invstd, dx0, NULL, NULL, rows, c, 1);
+    snprintf(what, sizeof what, "batchnorm %dx%d dx written", rows, c);
+    check_written(what, dx2, dx0, nx);
+    snprintf(what, sizeof what, "batchnorm %dx%d dgamma, dbeta again", rows, c);
+    check_written(what, dg2, dgamma, c);
+    check_written(what, db2, dbeta, c);
+    free(dx2), free(dx0), free(dg2), free(db2);
 
     free(b.x), free(b.y), free(b.r), free(b.gamma), free(b.beta), free(b.mean), free(b.invstd);
     free(b.run_mean), free(b.run_var), free(dx), free(dgamma), free(dbeta);
@@ -555,16 +603,21 @@ static void test_activation_grad(ct_activation act, int seed)
     fill_uniform(a.x, a.n, 0.1f, 3.0f, &rng);
     for (size_t i = 0; i < a.n; i += 2) a.x[i] = -a.x[i];
     fill_uniform(a.r, a.n, -1, 1, &rng);
-    float *dx = alloc_floats(a.n);
+    float *dx = alloc_floats(a.n), *dx2 = alloc_floats(a.n), *dx0 = alloc_floats(a.n);
     act_loss(&a);
     fill_const(dx, a.n, PREFILL);
-    ct_cpu_activation_backward(act, a.x, a.y, a.r, dx, a.n);
+    ct_cpu_activation_backward(act, a.x, a.y, a.r, dx, a.n, 1);
     subtract_prefill(dx, a.n);
     static const char *const names[CT_ACT_COUNT] = {"linear", "relu", "leaky", "sigmoid", "tanh", "gelu"};
     char what[64];
     snprintf(what, sizeof what, "activation %s dx", names[act]);
     check_grad(what, act_loss, &a, a.x, dx, a.n, 1e-2f, 1e-3);
-    free(a.x), free(a.y), free(a.r), free(dx);
+    fill_nan(dx2, a.n);
+    ct_cpu_activation_backward(act, a.x, a.y, a.r, dx2, a.n, 0);
+    ct_cpu_activation_backward(act, a.x, a.y, a.r, dx0, a.n, 1);
+    snprintf(what, sizeof what, "activation %s dx written", names[act]);
+    check_written(what, dx2, dx0, a.n);
+    free(a.x), free(a.y), free(a.r), free(dx), free(dx2), free(dx0);
 }
 
 static void test_activation_values(void)
@@ -592,9 +645,9 @@ static void test_activation_values(void)
     /* gelu'(0) = 0.5 (from x), sigmoid'(0) = 0.25 (from y = 0.5), both added to what dx held */
     const float zero = 0, half = 0.5f, one = 1;
     float d = 1;
-    ct_cpu_activation_backward(CT_ACT_GELU, &zero, NULL, &one, &d, 1);
+    ct_cpu_activation_backward(CT_ACT_GELU, &zero, NULL, &one, &d, 1, 1);
     CHECK_NEAR(d, 1.5, 1e-6);
-    ct_cpu_activation_backward(CT_ACT_SIGMOID, NULL, &half, &one, &d, 1);
+    ct_cpu_activation_backward(CT_ACT_SIGMOID, NULL, &half, &one, &d, 1, 1);
     CHECK_NEAR(d, 1.75, 1e-6);
     /* relu and leaky given y in x's place, as a fused activation without its pre-activation does:
      * y > 0 exactly where x > 0, so the same gradients */
@@ -602,11 +655,16 @@ static void test_activation_values(void)
     for (int a = CT_ACT_RELU; a <= CT_ACT_LEAKY; a++) {
         float ys[4], from_x[4] = {0}, from_y[4] = {0};
         ct_cpu_activation_forward((ct_activation)a, xs, ys, 4);
-        ct_cpu_activation_backward((ct_activation)a, xs, ys, dys, from_x, 4);
-        ct_cpu_activation_backward((ct_activation)a, ys, ys, dys, from_y, 4);
+        ct_cpu_activation_backward((ct_activation)a, xs, ys, dys, from_x, 4, 1);
+        ct_cpu_activation_backward((ct_activation)a, ys, ys, dys, from_y, 4, 1);
         CHECK_MSG(memcmp(from_x, from_y, sizeof from_x) == 0, "%s: the gradient from y differs from x's",
                   ct_activation_name((ct_activation)a));
     }
+    /* written: a gradient of -0 comes out +0, as adding it into a cleared buffer gave */
+    const float minus_zero = -0.0f, two = 2;
+    d = NAN;
+    ct_cpu_activation_backward(CT_ACT_RELU, &two, NULL, &minus_zero, &d, 1, 0);
+    CHECK(d == 0.0f && !signbit(d));
 }
 
 typedef struct dropout_case {
@@ -632,12 +690,16 @@ static void test_dropout(void)
     fill_uniform(d.x, d.n, -1, 1, &rng);
     fill_uniform(d.r, d.n, -1, 1, &rng);
     dropout_loss(&d);
-    float *dx = alloc_floats(d.n);
+    float *dx = alloc_floats(d.n), *dx2 = alloc_floats(d.n), *dx0 = alloc_floats(d.n);
     fill_const(dx, d.n, PREFILL);
-    ct_cpu_dropout_backward(d.r, d.mask, dx, d.n, d.rate);
+    ct_cpu_dropout_backward(d.r, d.mask, dx, d.n, d.rate, 1);
     subtract_prefill(dx, d.n);
     check_grad("dropout dx", dropout_loss, &d, d.x, dx, d.n, 1e-2f, 1e-3);
-    free(d.x), free(d.y), free(d.r), free(d.mask), free(dx);
+    fill_nan(dx2, d.n);
+    ct_cpu_dropout_backward(d.r, d.mask, dx2, d.n, d.rate, 0);
+    ct_cpu_dropout_backward(d.r, d.mask, dx0, d.n, d.rate, 1);
+    check_written("dropout dx written", dx2, dx0, d.n);
+    free(d.x), free(d.y), free(d.r), free(d.mask), free(dx), free(dx2), free(dx0);
 
     /* a million elements: the dropped fraction is within 6 sigma of the rate */
     const size_t n = 1000000;
@@ -687,10 +749,11 @@ static void test_add(void)
     add_loss(&c);
     CHECK_NEAR(c.y[3], (double)c.a[3] + c.b[3], 1e-7);
     float *da = alloc_floats(c.n), *db = alloc_floats(c.n);
-    fill_const(da, c.n, PREFILL), fill_const(db, c.n, PREFILL);
-    ct_cpu_accumulate(c.r, da, c.n);
-    ct_cpu_accumulate(c.r, db, c.n);
-    subtract_prefill(da, c.n), subtract_prefill(db, c.n);
+    /* a added to, b written over NaN */
+    fill_const(da, c.n, PREFILL), fill_nan(db, c.n);
+    ct_cpu_accumulate(c.r, da, c.n, 1);
+    ct_cpu_accumulate(c.r, db, c.n, 0);
+    subtract_prefill(da, c.n);
     check_grad("add da", add_loss, &c, c.a, da, c.n, 1e-2f, 1e-3);
     check_grad("add db", add_loss, &c, c.b, db, c.n, 1e-2f, 1e-3);
     free(c.a), free(c.b), free(c.y), free(c.r), free(da), free(db);

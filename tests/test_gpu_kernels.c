@@ -485,7 +485,7 @@ static void test_activation_case(cudaStream_t s, long n, int act)
             memset(want, 0, (size_t)n * sizeof *want);
             dmemset(d_dx, 0xff, (size_t)n * sizeof(float), s);  /* NaN: must be overwritten */
         }
-        ct_cpu_activation_backward((ct_activation)act, x, y, dy, want, (size_t)n);
+        ct_cpu_activation_backward((ct_activation)act, x, y, dy, want, (size_t)n, accumulate);
         snprintf(what, sizeof what, "activation_backward %s n=%ld accumulate=%d", ct_activation_name(act), n,
                  accumulate);
         sync_launch(what, ct_launch_activation_backward(gx, d_y, d_dy, d_dx, n, act, accumulate, s), s);
@@ -547,19 +547,26 @@ static void test_add(cudaStream_t s)
         d2h(out, y, (size_t)n * sizeof *out, s);
         check_bits(what, out, want, n);
     }
-    /* accumulate: dx (here b) += dy (here a) */
-    memcpy(want, b, (size_t)n * sizeof *want);
-    ct_cpu_accumulate(a, want, (size_t)n);
-    h2d(da, a, (size_t)n * sizeof *a, s);
-    h2d(db, b, (size_t)n * sizeof *b, s);
-    sync_launch("accumulate", ct_launch_accumulate(da, db, n, s), s);
-    d2h(out, db, (size_t)n * sizeof *out, s);
-    check_bits("accumulate", out, want, n);
+    /* accumulate: dx (here b) += dy (here a); and written over NaN (accumulate = 0) */
+    for (int accumulate = 0; accumulate <= 1; accumulate++) {
+        memcpy(want, b, (size_t)n * sizeof *want);
+        ct_cpu_accumulate(a, want, (size_t)n, accumulate);
+        h2d(da, a, (size_t)n * sizeof *a, s);
+        if (accumulate)
+            h2d(db, b, (size_t)n * sizeof *b, s);
+        else
+            dmemset(db, 0xff, (size_t)n * sizeof(float), s);
+        char what[64];
+        snprintf(what, sizeof what, "accumulate=%d", accumulate);
+        sync_launch(what, ct_launch_accumulate(da, db, n, accumulate, s), s);
+        d2h(out, db, (size_t)n * sizeof *out, s);
+        check_bits(what, out, want, n);
+    }
 
     CHECK(ct_launch_add(NULL, NULL, NULL, 0, s) == 0);
     CHECK(ct_launch_add(da, NULL, dy, 4, s) == INVALID);
-    CHECK(ct_launch_accumulate(NULL, NULL, 0, s) == 0);
-    CHECK(ct_launch_accumulate(da, db, -1, s) == INVALID);
+    CHECK(ct_launch_accumulate(NULL, NULL, 0, 1, s) == 0);
+    CHECK(ct_launch_accumulate(da, db, -1, 1, s) == INVALID);
     GPU_OK(cudaFree(da));
     GPU_OK(cudaFree(db));
     GPU_OK(cudaFree(dy));
@@ -572,11 +579,9 @@ static void test_add(cudaStream_t s)
 static void test_column_sums_case(cudaStream_t s, long rows, int c, int tall)
 {
     const long total = rows * c;
-    float *dy = falloc(total), *db0 = falloc(c), *want = falloc(c), *out = falloc(c), *again = falloc(c);
+    float *dy = falloc(total), *want = falloc(c), *out = falloc(c), *again = falloc(c);
     fill(dy, total, -1.0f, 1.0f);
-    fill(db0, c, -1.0f, 1.0f);
-    memcpy(want, db0, (size_t)c * sizeof *want);
-    ct_cpu_add_column_sums(dy, want, (size_t)rows, c);
+    ct_cpu_column_sums(dy, want, (size_t)rows, c);
 
     float *d_dy = dev_floats(total), *d_db = dev_floats(c);
     h2d(d_dy, dy, (size_t)total * sizeof *dy, s);
@@ -587,7 +592,7 @@ static void test_column_sums_case(cudaStream_t s, long rows, int c, int tall)
     if (tall)
         GPU_OK(cudaMalloc(&ws, ws_bytes));
     for (int run = 0; run < 2; run++) {
-        h2d(d_db, db0, (size_t)c * sizeof *db0, s);
+        dmemset(d_db, 0xff, (size_t)c * sizeof(float), s);  /* NaN: the sums are written, not added */
         sync_launch(what, tall ? ct_launch_column_sums_tall(d_dy, d_db, rows, c, ws, ws_bytes, s)
                                : ct_launch_column_sums(d_dy, d_db, rows, c, s), s);
         d2h(run ? again : out, d_db, (size_t)c * sizeof *out, s);
@@ -601,7 +606,7 @@ static void test_column_sums_case(cudaStream_t s, long rows, int c, int tall)
     check_bits(rwhat, again, out, c);
     GPU_OK(cudaFree(d_dy));
     GPU_OK(cudaFree(d_db));
-    free(dy), free(db0), free(want), free(out), free(again);
+    free(dy), free(want), free(out), free(again);
 }
 
 static void test_column_sums(cudaStream_t s)
@@ -663,17 +668,22 @@ static void test_dropout_case(cudaStream_t s, long n, float rate, unsigned long 
         CHECK_MSG(fabs(frac - (1.0 - rate)) < 0.01, "%s: kept %.4f, want about %.4f", what, frac, 1.0 - rate);
     }
 
-    /* backward through the CPU's mask */
+    /* backward through the CPU's mask, added to dx0 and written over NaN */
     h2d(d_mask, mask, (size_t)n, s);
     h2d(d_y, dy, (size_t)n * sizeof *dy, s);
-    h2d(d_dx, dx0, (size_t)n * sizeof *dx0, s);
-    memcpy(want, dx0, (size_t)n * sizeof *want);
-    ct_cpu_dropout_backward(dy, mask, want, (size_t)n, rate);
-    snprintf(what, sizeof what, "dropout_backward n=%ld rate=%g", n, rate);
-    sync_launch(what, ct_launch_dropout_backward(d_y, d_mask, d_dx, n, rate, s), s);
-    d2h(out, d_dx, (size_t)n * sizeof *out, s);
-    check_close_f(what, out, want, n, 1e-6, 0.0);
-    note_bits(what, out, want, n);
+    for (int accumulate = 0; accumulate <= 1; accumulate++) {
+        if (accumulate)
+            h2d(d_dx, dx0, (size_t)n * sizeof *dx0, s);
+        else
+            dmemset(d_dx, 0xff, (size_t)n * sizeof(float), s);
+        memcpy(want, dx0, (size_t)n * sizeof *want);
+        ct_cpu_dropout_backward(dy, mask, want, (size_t)n, rate, accumulate);
+        snprintf(what, sizeof what, "dropout_backward n=%ld rate=%g accumulate=%d", n, rate, accumulate);
+        sync_launch(what, ct_launch_dropout_backward(d_y, d_mask, d_dx, n, rate, accumulate, s), s);
+        d2h(out, d_dx, (size_t)n * sizeof *out, s);
+        check_close_f(what, out, want, n, 1e-6, 0.0);
+        note_bits(what, out, want, n);
+    }
 
     GPU_OK(cudaFree(d_x));
     GPU_OK(cudaFree(d_y));
@@ -698,8 +708,8 @@ static void test_dropout(cudaStream_t s)
     CHECK(ct_launch_dropout_forward(d, d, m, 4, NAN, g_step, 0, s) == INVALID);
     CHECK(ct_launch_dropout_forward(d, d, m, 4, 0.5f, NULL, 0, s) == INVALID);
     CHECK(ct_launch_dropout_forward(NULL, NULL, NULL, 0, 0.5f, NULL, 0, s) == 0);
-    CHECK(ct_launch_dropout_backward(d, NULL, d, 4, 0.5f, s) == INVALID);
-    CHECK(ct_launch_dropout_backward(NULL, NULL, NULL, 0, 0.5f, s) == 0);
+    CHECK(ct_launch_dropout_backward(d, NULL, d, 4, 0.5f, 1, s) == INVALID);
+    CHECK(ct_launch_dropout_backward(NULL, NULL, NULL, 0, 0.5f, 1, s) == 0);
     GPU_OK(cudaFree(d));
     GPU_OK(cudaFree(m));
 }
@@ -728,17 +738,23 @@ static void test_pad_case(cudaStream_t s, int n, int h, int w, int c, int hp, in
     d2h(out, d_xp, (size_t)np * sizeof *out, s);
     check_bits(what, out, want, np);
 
-    /* crop back: dx += xp's top-left corner */
+    /* crop back: dx += xp's top-left corner, or dx = it over NaN */
     h2d(d_xp, xp, (size_t)np * sizeof *xp, s);
-    h2d(d_x, dx0, (size_t)nx * sizeof *dx0, s);
-    for (long i = 0; i < nx; i++) {
-        long ch = i % c, p = i / c, xx = p % w, yy = (p / w) % h, sm = p / w / h;
-        want[i] = dx0[i] + xp[((sm * hp + yy) * wp + xx) * c + ch];
+    for (int accumulate = 0; accumulate <= 1; accumulate++) {
+        if (accumulate)
+            h2d(d_x, dx0, (size_t)nx * sizeof *dx0, s);
+        else
+            dmemset(d_x, 0xff, (size_t)nx * sizeof(float), s);
+        for (long i = 0; i < nx; i++) {
+            long ch = i % c, p = i / c, xx = p % w, yy = (p / w) % h, sm = p / w / h;
+            want[i] = (accumulate ? dx0[i] : 0.0f) + xp[((sm * hp + yy) * wp + xx) * c + ch];
+        }
+        snprintf(what, sizeof what, "crop_accumulate_nhwc (%d,%d,%d,%d) <- (%d,%d) accumulate=%d", n, h, w, c, hp,
+                 wp, accumulate);
+        sync_launch(what, ct_launch_crop_accumulate_nhwc(d_xp, d_x, n, h, w, c, hp, wp, accumulate, s), s);
+        d2h(out, d_x, (size_t)nx * sizeof *out, s);
+        check_bits(what, out, want, nx);
     }
-    snprintf(what, sizeof what, "crop_accumulate_nhwc (%d,%d,%d,%d) <- (%d,%d)", n, h, w, c, hp, wp);
-    sync_launch(what, ct_launch_crop_accumulate_nhwc(d_xp, d_x, n, h, w, c, hp, wp, s), s);
-    d2h(out, d_x, (size_t)nx * sizeof *out, s);
-    check_bits(what, out, want, nx);
 
     GPU_OK(cudaFree(d_x));
     GPU_OK(cudaFree(d_xp));
@@ -756,8 +772,8 @@ static void test_pad(cudaStream_t s)
     float *d = dev_floats(16);
     CHECK(ct_launch_pad_nhwc(d, d, 1, 2, 2, 1, 1, 2, s) == INVALID);  /* hp < h */
     CHECK(ct_launch_pad_nhwc(NULL, NULL, 0, 2, 2, 1, 3, 3, s) == 0);
-    CHECK(ct_launch_crop_accumulate_nhwc(d, d, 1, 2, 2, 1, 2, 1, s) == INVALID);  /* wp < w */
-    CHECK(ct_launch_crop_accumulate_nhwc(NULL, NULL, 1, 0, 2, 1, 2, 2, s) == 0);
+    CHECK(ct_launch_crop_accumulate_nhwc(d, d, 1, 2, 2, 1, 2, 1, 1, s) == INVALID);  /* wp < w */
+    CHECK(ct_launch_crop_accumulate_nhwc(NULL, NULL, 1, 0, 2, 1, 2, 2, 1, s) == 0);
     GPU_OK(cudaFree(d));
 }
 
@@ -811,20 +827,26 @@ static void test_pool_case(cudaStream_t s, ct_window_geom g)
     CHECK_MSG(bad == 0, "%s: %ld of %ld argmax differ; first [%ld]: %d, want %d", what, bad, ny, first,
               first >= 0 ? got_am[first] : 0, first >= 0 ? am[first] : 0);
 
-    /* max backward through the CPU's argmax; run twice for determinism */
-    memcpy(want, dx0, (size_t)nx * sizeof *want);
-    ct_cpu_maxpool_backward(&g, dy, am, want);
+    /* max backward through the CPU's argmax, added to dx0 and written over NaN (cells no window
+     * picks included); run twice for determinism */
     h2d(d_am, am, (size_t)ny * sizeof *am, s);
-    snprintf(what, sizeof what, "maxpool_backward %s", geo);
-    for (int run = 0; run < 2; run++) {
-        h2d(d_dx, dx0, (size_t)nx * sizeof *dx0, s);
-        sync_launch(what, ct_launch_maxpool_backward(d, d_dy, d_am, d_dx, s), s);
-        d2h(run ? again : out, d_dx, (size_t)nx * sizeof *out, s);
+    for (int accumulate = 0; accumulate <= 1; accumulate++) {
+        memcpy(want, dx0, (size_t)nx * sizeof *want);
+        ct_cpu_maxpool_backward(&g, dy, am, want, accumulate);
+        snprintf(what, sizeof what, "maxpool_backward %s accumulate=%d", geo, accumulate);
+        for (int run = 0; run < 2; run++) {
+            if (accumulate)
+                h2d(d_dx, dx0, (size_t)nx * sizeof *dx0, s);
+            else
+                dmemset(d_dx, 0xff, (size_t)nx * sizeof(float), s);
+            sync_launch(what, ct_launch_maxpool_backward(d, d_dy, d_am, d_dx, accumulate, s), s);
+            d2h(run ? again : out, d_dx, (size_t)nx * sizeof *out, s);
+        }
+        check_close_f(what, out, want, nx, 1e-6, 1e-7);
+        note_bits(what, out, want, nx);
+        snprintf(what, sizeof what, "maxpool_backward %s accumulate=%d (run twice)", geo, accumulate);
+        check_bits(what, again, out, nx);
     }
-    check_close_f(what, out, want, nx, 1e-6, 1e-7);
-    note_bits(what, out, want, nx);
-    snprintf(what, sizeof what, "maxpool_backward %s (run twice)", geo);
-    check_bits(what, again, out, nx);
 
     /* average, on continuous values */
     fill(x, nx, -1.0f, 1.0f);
@@ -836,14 +858,19 @@ static void test_pool_case(cudaStream_t s, ct_window_geom g)
     check_close_f(what, out, y, ny, 1e-6, 1e-7);
     note_bits(what, out, y, ny);
 
-    memcpy(want, dx0, (size_t)nx * sizeof *want);
-    ct_cpu_avgpool_backward(&g, dy, want);
-    snprintf(what, sizeof what, "avgpool_backward %s", geo);
-    h2d(d_dx, dx0, (size_t)nx * sizeof *dx0, s);
-    sync_launch(what, ct_launch_avgpool_backward(d, d_dy, d_dx, s), s);
-    d2h(out, d_dx, (size_t)nx * sizeof *out, s);
-    check_close_f(what, out, want, nx, 1e-6, 1e-7);
-    note_bits(what, out, want, nx);
+    for (int accumulate = 0; accumulate <= 1; accumulate++) {
+        memcpy(want, dx0, (size_t)nx * sizeof *want);
+        ct_cpu_avgpool_backward(&g, dy, want, accumulate);
+        snprintf(what, sizeof what, "avgpool_backward %s accumulate=%d", geo, accumulate);
+        if (accumulate)
+            h2d(d_dx, dx0, (size_t)nx * sizeof *dx0, s);
+        else
+            dmemset(d_dx, 0xff, (size_t)nx * sizeof(float), s);
+        sync_launch(what, ct_launch_avgpool_backward(d, d_dy, d_dx, accumulate, s), s);
+        d2h(out, d_dx, (size_t)nx * sizeof *out, s);
+        check_close_f(what, out, want, nx, 1e-6, 1e-7);
+        note_bits(what, out, want, nx);
+    }
 
     if (empty)
         printf("pool %s: %ld outputs wholly in the padding\n", geo, empty);
@@ -869,7 +896,7 @@ static void test_pool(cudaStream_t s)
     float *d = dev_floats(16);
     int *a = dev_alloc(16 * sizeof *a);
     CHECK(ct_launch_maxpool_forward(&bad, d, d, a, s) == INVALID);
-    CHECK(ct_launch_avgpool_backward(&bad, d, d, s) == INVALID);
+    CHECK(ct_launch_avgpool_backward(&bad, d, d, 1, s) == INVALID);
     CHECK(ct_launch_maxpool_forward(NULL, d, d, a, s) == INVALID);
     ct_window_geom wide = pool_geom(1, 4, 4, 1, 2, 2, 2, 0, 0, 2, 2);
     wide.f = 2;  /* a pool cannot change the channel count */
@@ -877,9 +904,9 @@ static void test_pool(cudaStream_t s)
     CHECK(ct_launch_avgpool_forward(&wide, d, d, s) == INVALID);
     ct_window_geom empty = pool_geom(0, 4, 4, 1, 2, 2, 2, 0, 0, 2, 2);
     CHECK(ct_launch_maxpool_forward(&empty, NULL, NULL, NULL, s) == 0);
-    CHECK(ct_launch_maxpool_backward(&empty, NULL, NULL, NULL, s) == 0);
+    CHECK(ct_launch_maxpool_backward(&empty, NULL, NULL, NULL, 1, s) == 0);
     CHECK(ct_launch_avgpool_forward(&empty, NULL, NULL, s) == 0);
-    CHECK(ct_launch_avgpool_backward(&empty, NULL, NULL, s) == 0);
+    CHECK(ct_launch_avgpool_backward(&empty, NULL, NULL, 1, s) == 0);
     GPU_OK(cudaFree(d));
     GPU_OK(cudaFree(a));
 }

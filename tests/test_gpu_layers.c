@@ -2,8 +2,8 @@
  * test-backend-ops works: for each case, one small network around one layer type and variant is
  * built twice from the same config and seed, once by ct_prepare on the CPU (devices = cpu) and once
  * by ct_graph_build + ct_graph_bind on a CUDA backend. Both get identical parameters and random
- * inputs, run one training pass (set_step, forward, zero grads, loss, backward) and then an
- * evaluation forward, and every layer's output, output gradient, parameter gradients and batch-norm
+ * inputs, run one training pass (set_step, forward, loss, backward, every buffer backward must
+ * write poisoned with NaN first: nothing is cleared before a step) and then an evaluation forward, and every layer's output, output gradient, parameter gradients and batch-norm
  * running statistics are compared: relative error norm-wise, ||gpu - cpu|| / max(||cpu||, tiny),
  * with NaN or inf on either side failing. Each optimizer's update is compared the same way. One
  * line per case and tensor shows the figures in the log. The CUDA backend runs with deterministic
@@ -180,8 +180,8 @@ static void compare_graphs(const char *cs, const char *tag, ct_graph *gg, ct_gra
     char what[32];
     float *dg = NULL, *dc = NULL, *sg = NULL, *sc = NULL;
     if (grads) {
-        dg = fetch(gg->be, gg->grads.data, gg->n_params * sizeof(float));
-        dc = fetch(gc->be, gc->grads.data, gc->n_params * sizeof(float));
+        dg = fetch(gg->be, gg->grads.data, ct_tensor_bytes(&gg->grads));
+        dc = fetch(gc->be, gc->grads.data, ct_tensor_bytes(&gc->grads));
         sg = fetch(gg->be, gg->state.data, gg->n_state * sizeof(float));
         sc = fetch(gc->be, gc->state.data, gc->n_state * sizeof(float));
     }
@@ -235,16 +235,45 @@ static void compare_metrics(const char *cs, const char *tag, ct_backend *gpu, ct
     CHECK_MSG(correct[0] == correct[1], "[%s] correct %s: gpu %ld, cpu %ld", cs, tag, correct[0], correct[1]);
 }
 
+/* NaN over every buffer a backward must write in full for n samples: each layer's parameter
+ * gradients and every gradient a layer hands back (a gradient no layer writes, that of a layer
+ * nothing reads, keeps its zeros). A backward that adds where it should write, or leaves values
+ * out, then shows as NaN. */
+static ct_status poison_gradients(ct_graph *g, int n, ct_err *err)
+{
+    ct_device *dev = g->be->dev;
+    ct_status st = CT_OK;
+    for (int i = 0; i < g->n_layers && st == CT_OK; i++) {
+        ct_layer *l = &g->layers[i];
+        ct_tensor *t[2 + CT_MAX_INPUTS] = {l->dw, l->db};
+        size_t count[2 + CT_MAX_INPUTS] = {l->dw ? l->dw->count : 0, l->db ? l->db->count : 0};
+        for (int k = 0; k < l->n_in; k++) {
+            t[2 + k] = l->dx[k];
+            count[2 + k] = (size_t)n * ct_shape_size(l->in_shapes[k]);
+        }
+        for (int j = 0; j < 2 + l->n_in && st == CT_OK; j++) {
+            if (!t[j] || !count[j])
+                continue;
+            float *nan = xmalloc(count[j] * sizeof *nan);
+            for (size_t q = 0; q < count[j]; q++)
+                nan[q] = NAN;
+            st = dev->ops->upload(dev, t[j]->data, nan, count[j] * sizeof *nan, err);
+            free(nan);
+        }
+    }
+    return st;
+}
+
 /* One training pass as the trainer runs it, without the optimizer. */
 static ct_status train_pass(ct_graph *g, int n, const ct_step_scalars *s, ct_err *err)
 {
     ct_backend *be = g->be;
     ct_layer *out = ct_graph_output(g);
-    ct_status st = be->ops->set_step(be, s, err);
+    ct_status st = poison_gradients(g, n, err);
+    if (st == CT_OK)
+        st = be->ops->set_step(be, s, err);
     if (st == CT_OK)
         st = ct_graph_forward(g, n, 1, err);
-    if (st == CT_OK)
-        st = ct_graph_zero_grads(g, n, err);
     if (st == CT_OK)
         st = be->ops->loss(be, out->y, &g->labels, out->dy, n, err);
     if (st == CT_OK)
@@ -285,13 +314,14 @@ static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
     ct_backend *cpu = gc->be, *gpu = gg->be;
     const ct_train_config *tc = &net->cfg.train;
     int n = gc->batch;
-    CHECK_MSG(gg->n_params == gc->n_params && gg->n_state == gc->n_state && gg->n_layers == gc->n_layers &&
+    CHECK_MSG(gg->param_span == gc->param_span && gg->n_state == gc->n_state && gg->n_layers == gc->n_layers &&
               gg->batch == gc->batch, "[%s] the two graphs differ in size", cs);
-    if (gg->n_params != gc->n_params || gg->n_state != gc->n_state || gg->n_layers != gc->n_layers)
+    if (gg->param_span != gc->param_span || gg->n_state != gc->n_state || gg->n_layers != gc->n_layers)
         return;
 
-    /* the same seed draws the same initial parameters and state on the host */
-    size_t pbytes = gc->n_params * sizeof(float), sbytes = gc->n_state * sizeof(float);
+    /* the same seed draws the same initial parameters and state on the host (the padding between
+     * parameter tensors included) */
+    size_t pbytes = ct_tensor_bytes(&gc->params), sbytes = gc->n_state * sizeof(float);
     float *pc = fetch(cpu, gc->params.data, pbytes), *pg = fetch(gpu, gg->params.data, pbytes);
     float *sc = fetch(cpu, gc->state.data, sbytes), *sg = fetch(gpu, gg->state.data, sbytes);
     int same_p = pc && pg && memcmp(pc, pg, pbytes) == 0;
@@ -306,8 +336,13 @@ static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
     }
     /* then a small identical perturbation: biases start at 0, which would hide a bias that is
      * added wrongly, and batch-norm's gamma 1 and beta 0 would hide either being ignored */
-    for (size_t i = 0; i < gc->n_params; i++)
-        pc[i] += uniform(-0.05f, 0.05f);
+    for (int i = 0; i < gc->n_layers; i++) {
+        const ct_layer *l = &gc->layers[i];
+        for (size_t k = 0; k < l->w_count; k++)
+            pc[l->w_off + k] += uniform(-0.05f, 0.05f);
+        for (size_t k = 0; k < l->b_count; k++)
+            pc[l->b_off + k] += uniform(-0.05f, 0.05f);
+    }
     int ok = put(cpu, gc->params.data, pc, pbytes) && put(gpu, gg->params.data, pc, pbytes);
 
     /* identical random inputs and labels */

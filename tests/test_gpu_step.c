@@ -80,7 +80,7 @@ typedef struct step_ctx {
     int n;
 } step_ctx;
 
-/* Forward (training), zero grads, loss, backward, optimizer: the step as engine/train.c runs it,
+/* Forward (training), loss, backward, optimizer: the step as engine/train.c runs it,
  * enqueued without reading anything back so that run_step may capture it. */
 static ct_status train_work(void *p, ct_err *err)
 {
@@ -89,8 +89,6 @@ static ct_status train_work(void *p, ct_err *err)
     ct_backend *be = g->be;
     ct_layer *out = ct_graph_output(g);
     ct_status st = ct_graph_forward(g, c->n, 1, err);
-    if (st == CT_OK)
-        st = ct_graph_zero_grads(g, c->n, err);
     if (st == CT_OK)
         st = be->ops->loss(be, out->y, &g->labels, out->dy, c->n, err);
     if (st == CT_OK)
@@ -167,9 +165,10 @@ static int xfer(ct_backend *be, void *dst, const void *src, size_t bytes, int up
     return st == CT_OK;
 }
 
+/* Whole flat tensors, the padding between the parameter tensors included (it must stay zero). */
 static int take(ct_graph *g, snapshot *s)
 {
-    size_t pb = g->n_params * sizeof(float), sb = g->n_state * sizeof(float);
+    size_t pb = ct_tensor_bytes(&g->params), sb = g->n_state * sizeof(float);
     s->params = xmalloc(pb);
     s->m = xmalloc(pb);
     s->v = xmalloc(pb);
@@ -180,7 +179,7 @@ static int take(ct_graph *g, snapshot *s)
 
 static int restore(ct_graph *g, const snapshot *s)
 {
-    size_t pb = g->n_params * sizeof(float), sb = g->n_state * sizeof(float);
+    size_t pb = ct_tensor_bytes(&g->params), sb = g->n_state * sizeof(float);
     return xfer(g->be, g->params.data, s->params, pb, 1) && xfer(g->be, g->opt_m.data, s->m, pb, 1) &&
            xfer(g->be, g->opt_v.data, s->v, pb, 1) && xfer(g->be, g->state.data, s->state, sb, 1);
 }
@@ -218,10 +217,27 @@ static void check_bits(const char *what, const char *buf, const float *a, const 
 
 static void compare_snapshots(const char *what, const snapshot *a, const snapshot *b, const ct_graph *g)
 {
-    check_bits(what, "params", a->params, b->params, g->n_params);
-    check_bits(what, "adam m", a->m, b->m, g->n_params);
-    check_bits(what, "adam v", a->v, b->v, g->n_params);
+    check_bits(what, "params", a->params, b->params, g->param_span);
+    check_bits(what, "adam m", a->m, b->m, g->param_span);
+    check_bits(what, "adam v", a->v, b->v, g->param_span);
     check_bits(what, "bn run", a->state, b->state, g->n_state);
+}
+
+/* Every parameter, gradient and moment tensor and every activation gradient starts 256-byte
+ * aligned in device memory (the layout itself is tests/test_graph_layout.c's). */
+static void check_alignment(const ct_graph *g)
+{
+    size_t bad = 0;
+    for (int i = 0; i < g->n_layers; i++) {
+        const ct_layer *l = &g->layers[i];
+        const ct_tensor *t[5] = {l->w, l->dw, l->b, l->db, l->dy};
+        for (int k = 0; k < 5; k++)
+            bad += t[k] && (uintptr_t)t[k]->data % CT_TENSOR_ALIGN != 0;
+        if (l->w_count)
+            bad += ((uintptr_t)g->opt_m.data + l->w_off * sizeof(float)) % CT_TENSOR_ALIGN != 0;
+    }
+    printf("alignment: %zu tensors off %d bytes\n", bad, CT_TENSOR_ALIGN);
+    CHECK_MSG(bad == 0, "%zu tensors are not %d-byte aligned on the device", bad, CT_TENSOR_ALIGN);
 }
 
 static int read_loss(ct_backend *be, double *loss, long *correct)
@@ -232,8 +248,9 @@ static int read_loss(ct_backend *be, double *loss, long *correct)
     return st == CT_OK;
 }
 
-/* K steps from the buffers as they are: directly (through_graph 0) or through run_step with the
- * batch size as the key. The loss sum of the K steps into *loss; the time into *ms. */
+/* K steps from the buffers as they are: directly (through_graph 0) or through run_step, keyed on
+ * the step, the network and the batch size. The loss sum of the K steps into *loss; the time into
+ * *ms. */
 static int run_steps(step_ctx *c, const ct_train_config *tc, int through_graph, double *loss, double *ms)
 {
     ct_graph *g = c->g;
@@ -248,7 +265,8 @@ static int run_steps(step_ctx *c, const ct_train_config *tc, int through_graph, 
         ct_step_scalars s = scalars_of(tc, k);
         ct_status st = ok ? be->ops->set_step(be, &s, &err) : CT_ERR_INTERNAL;
         if (st == CT_OK)
-            st = through_graph ? be->ops->run_step(be, BATCH, train_work, c, &err) : train_work(c, &err);
+            st = through_graph ? be->ops->run_step(be, &(ct_step_key){train_work, c->g, BATCH}, c, &err)
+                               : train_work(c, &err);
         CHECK_MSG(!ok || st == CT_OK, "%s step %d: %s", through_graph ? "run_step" : "direct", k, err.msg);
         ok = ok && st == CT_OK;
     }
@@ -349,14 +367,14 @@ static void shape_changes(step_ctx *c, const ct_train_config *tc)
         ct_step_scalars s = scalars_of(tc, k);
         ct_status st = ok ? be->ops->set_step(be, &s, &err) : CT_ERR_INTERNAL;
         if (st == CT_OK)
-            st = be->ops->run_step(be, PARTIAL, train_work, c, &err);
+            st = be->ops->run_step(be, &(ct_step_key){train_work, g, PARTIAL}, c, &err);
         CHECK_MSG(!ok || st == CT_OK, "partial batch of %d, step %d: %s", PARTIAL, k, err.msg);
         ok = ok && st == CT_OK;
     }
     if (ok && read_loss(be, &loss, &correct)) {
         printf("partial batch of %d: 3 steps through run_step, mean loss %.5g\n", PARTIAL, loss / (3.0 * PARTIAL));
         CHECK_MSG(isfinite(loss) && loss > 0.0, "partial batch loss sum %g", loss);
-        CHECK_MSG(be->ops->all_finite(be, &g->params, g->n_params), "non-finite parameters after the partial batch");
+        CHECK_MSG(be->ops->all_finite(be, &g->params, g->param_span), "non-finite parameters after the partial batch");
     }
 
     /* the full batch again, after another shape ran in between */
@@ -366,7 +384,7 @@ static void shape_changes(step_ctx *c, const ct_train_config *tc)
         ct_step_scalars s = scalars_of(tc, K + 4);
         ct_status st = be->ops->set_step(be, &s, &err);
         if (st == CT_OK)
-            st = be->ops->run_step(be, BATCH, train_work, c, &err);
+            st = be->ops->run_step(be, &(ct_step_key){train_work, c->g, BATCH}, c, &err);
         CHECK_MSG(st == CT_OK, "the full batch after the partial one: %s", err.msg);
         ok = st == CT_OK && read_loss(be, &loss, &correct);
         if (ok) {
@@ -386,7 +404,7 @@ static void shape_changes(step_ctx *c, const ct_train_config *tc)
         ok = st == CT_OK && read_loss(be, &once, &correct);
     }
     for (int i = 0; i < 3 && ok; i++) {
-        ct_status st = be->ops->run_step(be, EVAL_N, eval_work, c, &err);
+        ct_status st = be->ops->run_step(be, &(ct_step_key){eval_work, g, EVAL_N}, c, &err);
         CHECK_MSG(st == CT_OK, "evaluation through run_step at n = %d, call %d: %s", EVAL_N, i + 1, err.msg);
         ok = st == CT_OK;
     }
@@ -442,6 +460,7 @@ int main(void)
     }
     CHECK_MSG(gpu->graphs == 1, "graphs = 1 was asked for, but the backend has them off: %s", gpu->note);
     CHECK(g.opt_m.data && g.opt_v.data && g.n_state > 0);
+    check_alignment(&g);
 
     staging_check(&g);
 
@@ -459,7 +478,7 @@ int main(void)
                BATCH, ms_direct, ms_again, ms_graph, gpu->graphs ? "on" : "off");
         printf("loss sums: direct %.9g, again %.9g, run_step %.9g\n", loss_direct, loss_again, loss_graph);
         CHECK_MSG(isfinite(loss_direct) && loss_direct > 0.0, "loss sum %g", loss_direct);
-        CHECK_MSG(memcmp(direct.params, init.params, g.n_params * sizeof(float)) != 0, "the steps changed nothing");
+        CHECK_MSG(memcmp(direct.params, init.params, ct_tensor_bytes(&g.params)) != 0, "the steps changed nothing");
         /* the loss sum is accumulated on the device, perhaps with atomics in any order */
         CHECK_NEAR(loss_again, loss_direct, 1e-5 * fabs(loss_direct));
         CHECK_NEAR(loss_graph, loss_direct, 1e-5 * fabs(loss_direct));

@@ -3,6 +3,7 @@
  * from two and three consumers), batch norm, dropout and pooling, wired as the trainer wires
  * them. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/handle.h"
@@ -116,9 +117,72 @@ static void check_concat_forward(const ct_graph *g, int n, int want_inputs, int 
     CHECK_MSG(mismatched == 0, "%zu of %zu concat blocks differ from their inputs", mismatched, rows * cat->n_in);
 }
 
-/* Builds the network, checks its memory plan, runs one training pass and compares every parameter
- * gradient with central differences of the loss. */
-static void gradcheck(const char *text, int cat_inputs, int cat_channels)
+/* Forward, loss (which writes the last layer's dy) and backward, with a fixed dropout seed. */
+static ct_status train_pass(ct_graph *g, ct_backend *be, int n, ct_err *err)
+{
+    ct_step_scalars fixed = {.lr = 0.0f, .t = 1, .bias1 = 1.0f, .bias2 = 1.0f, .dropout_seed = 99};
+    ct_status st = be->ops->set_step(be, &fixed, err);
+    if (st == CT_OK)
+        st = ct_graph_forward(g, n, 1, err);
+    if (st == CT_OK)
+        st = be->ops->loss(be, ct_graph_output(g)->y, &g->labels, ct_graph_output(g)->dy, n, err);
+    if (st == CT_OK)
+        st = ct_graph_backward(g, n, err);
+    return st;
+}
+
+/* Who writes an activation gradient and who adds to it: the consumer last in config order writes
+ * (backward runs first through it), the others add. One row per input of each layer listed, in
+ * input order. */
+typedef struct writer_row {
+    const char *layer;
+    int accumulate;
+} writer_row;
+
+static void check_gradient_writers(const ct_graph *g, const writer_row *want, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        const ct_layer *l = layer_named(g, want[i].layer);
+        CHECK_MSG(l != NULL, "no layer [%s]", want[i].layer);
+        if (!l)
+            continue;
+        int k = 0;   /* which input of the layer: earlier rows of the same layer */
+        for (size_t j = 0; j < i; j++)
+            k += strcmp(want[j].layer, want[i].layer) == 0;
+        CHECK_MSG(l->dx_accumulate[k] == want[i].accumulate, "[%s] input %d: dx_accumulate %d, expected %d",
+                  want[i].layer, k, l->dx_accumulate[k], want[i].accumulate);
+    }
+    const ct_layer *first = &g->layers[0];
+    CHECK(first->dx[0] == NULL);   /* the data: no gradient */
+    /* a layer nothing reads (gp in NET) hands back a gradient only its own zeros made */
+    const ct_layer *gp = layer_named(g, "gp");
+    const float *gp_dy = gp ? ct_f32(gp->dy) : NULL;
+    size_t zeros = 0;
+    for (size_t i = 0; gp_dy && i < gp->dy->count; i++)
+        zeros += gp_dy[i] == 0.0f;
+    CHECK_MSG(!gp || zeros == gp->dy->count, "[gp]'s gradient, which nothing writes, is not all zeros");
+}
+
+/* NaN over every buffer a backward must write in full for n samples. */
+static void poison_written(ct_graph *g, int n)
+{
+    for (int i = 0; i < g->n_layers; i++) {
+        ct_layer *l = &g->layers[i];
+        ct_tensor *own[2] = {l->dw, l->db};
+        for (int t = 0; t < 2; t++)
+            for (size_t j = 0; own[t] && j < own[t]->count; j++)
+                ct_f32(own[t])[j] = NAN;
+        for (int k = 0; k < l->n_in; k++)
+            for (size_t j = 0; l->dx[k] && j < (size_t)n * ct_shape_size(l->in_shapes[k]); j++)
+                ct_f32(l->dx[k])[j] = NAN;
+    }
+}
+
+/* Builds the network, checks its memory plan and who writes each gradient, runs one training pass
+ * twice over poisoned gradients and compares every parameter gradient with central differences of
+ * the loss. */
+static void gradcheck(const char *text, const writer_row *writers, size_t n_writers, int cat_inputs,
+                      int cat_channels)
 {
     ct_net *net = NULL;
     CHECK(ct_open_string(text, "gradcheck.ini", &net) == CT_OK);
@@ -137,7 +201,7 @@ static void gradcheck(const char *text, int cat_inputs, int cat_channels)
     ct_memory_plan plan;
     ct_graph_plan(g, be, n, net->cfg.train.optimizer, &plan);
     CHECK_MSG(plan.total == g->allocated, "plan %zu bytes, allocated %zu", plan.total, g->allocated);
-    CHECK(plan.activations > 0 && plan.gradients > 0 && plan.params == 2 * g->n_params * sizeof(float));
+    CHECK(plan.activations > 0 && plan.gradients > 0 && plan.params == 2 * g->param_span * sizeof(float));
     /* a fused activation keeps its pre-activation only where its gradient needs it (gelu): tanh
      * and sigmoid run in place and take their gradients from the output, which the finite
      * differences below check */
@@ -158,16 +222,36 @@ static void gradcheck(const char *text, int cat_inputs, int cat_channels)
     for (int i = 0; i < n; i++)
         labels[i] = (int32_t)(ct_rng_next(&rng) % 5);
     /* small random biases so no unit starts exactly at an activation's kink */
-    for (size_t i = 0; i < g->n_params; i++)
-        params[i] += 0.05f * (ct_rng_uniform(&rng) - 0.5f);
+    for (int li = 0; li < g->n_layers; li++) {
+        const ct_layer *l = &g->layers[li];
+        for (size_t k = 0; k < l->w_count + l->b_count; k++) {
+            size_t p = k < l->w_count ? l->w_off + k : l->b_off + (k - l->w_count);
+            params[p] += 0.05f * (ct_rng_uniform(&rng) - 0.5f);
+        }
+    }
 
+    check_gradient_writers(g, writers, n_writers);
+
+    /* Nothing is cleared before backward: poison every buffer it must write (each layer's
+     * parameter gradients and every gradient a layer hands back) with NaN, and a second pass
+     * over the same batch must give the same bits (it would double what an accumulating one
+     * left behind). */
+    poison_written(g, n);
     ct_err err;
-    ct_step_scalars fixed = {.lr = 0.0f, .t = 1, .bias1 = 1.0f, .bias2 = 1.0f, .dropout_seed = 99};
-    be->ops->set_step(be, &fixed, &err);
-    ct_graph_forward(g, n, 1, &err);
-    ct_graph_zero_grads(g, n, &err);
-    be->ops->loss(be, ct_graph_output(g)->y, &g->labels, ct_graph_output(g)->dy, n, &err);
-    ct_graph_backward(g, n, &err);
+    ct_status st1 = train_pass(g, be, n, &err);
+    CHECK_MSG(st1 == CT_OK, "first pass: %s", err.msg);
+    float *first = malloc(g->grads.count * sizeof(float));
+    CHECK(first != NULL);
+    if (!first) {
+        ct_close(net);
+        return;
+    }
+    memcpy(first, grads, g->grads.count * sizeof(float));
+    ct_status st2 = train_pass(g, be, n, &err);
+    CHECK_MSG(st2 == CT_OK, "second pass: %s", err.msg);
+    CHECK_MSG(memcmp(first, grads, g->grads.count * sizeof(float)) == 0,
+              "a second backward over the same batch changed the parameter gradients");
+    free(first);
     check_concat_forward(g, n, cat_inputs, cat_channels);
 
     /* every parameter of every layer, central differences */
@@ -178,7 +262,7 @@ static void gradcheck(const char *text, int cat_inputs, int cat_channels)
         const ct_layer *l = &g->layers[li];
         size_t count = l->w_count + l->b_count;
         for (size_t k = 0; k < count; k++) {
-            size_t p = l->w_off + k;
+            size_t p = k < l->w_count ? l->w_off + k : l->b_off + (k - l->w_count);
             float saved = params[p];
             params[p] = saved + eps;
             double up = loss_at(r, n);
@@ -211,7 +295,17 @@ static void gradcheck(const char *text, int cat_inputs, int cat_channels)
 
 int main(void)
 {
-    gradcheck(NET, 2, 16 + 7);
-    gradcheck(CONCAT_NET, 3, 3 + 2 + 4);
+    /* act feeds c2 and c3; res feeds mp and gp (which nothing reads); flat (aliasing ap's
+     * buffers) feeds fc and cat */
+    static const writer_row net_writers[] = {
+        {"c1", 0}, {"bn", 0}, {"act", 0}, {"c2", 1}, {"c3", 0}, {"res", 0}, {"res", 0}, {"mp", 1},
+        {"ap", 0}, {"gp", 0}, {"fc", 1}, {"cat", 0}, {"cat", 0}, {"drop", 0}, {"out", 0},
+    };
+    /* c1 feeds c2, c3 and cat */
+    static const writer_row concat_writers[] = {
+        {"c1", 0}, {"c2", 1}, {"c3", 1}, {"cat", 0}, {"cat", 0}, {"cat", 0}, {"mix", 0}, {"out", 0},
+    };
+    gradcheck(NET, net_writers, sizeof net_writers / sizeof *net_writers, 2, 16 + 7);
+    gradcheck(CONCAT_NET, concat_writers, sizeof concat_writers / sizeof *concat_writers, 3, 3 + 2 + 4);
     return ct_test_done();
 }

@@ -22,6 +22,20 @@ typedef enum ct_dtype {
 size_t ct_dtype_size(ct_dtype t);
 const char *ct_dtype_name(ct_dtype t);
 
+/* Every parameter, gradient and optimizer-moment tensor and every activation gradient starts at a
+ * multiple of this many bytes, as every allocation of a device does: cudaMalloc's alignment, the
+ * one cuBLASLt's heuristic assumes unless told less, and more than any vector load or cuDNN kernel
+ * asks for (cuDNN's descriptor API takes no alignment hint, so the pointers must simply be it). */
+#define CT_TENSOR_ALIGN 256
+
+/* count elements of dtype rounded up to a whole number of CT_TENSOR_ALIGN-byte blocks: where the
+ * next tensor of a flat buffer starts. */
+static inline size_t ct_align_count(size_t count, ct_dtype dtype)
+{
+    size_t per = CT_TENSOR_ALIGN / ct_dtype_size(dtype);
+    return (count + per - 1) / per * per;
+}
+
 /* A 4-d (n, h, w, c) buffer in its backend's memory, NHWC. Activations have n = the batch they
  * were bound for; parameters are (rows, 1, 1, cols) or flat (1, 1, 1, count). */
 typedef struct ct_tensor {

@@ -10,6 +10,12 @@
  *   f32 params[parameter count], then m and v when present, then state[state count]
  *   u32 CRC-32 (zlib's crc32) of every byte before it.
  *
+ * params, m and v hold every layer's weights then its biases, in layer order, packed: the
+ * parameter count is the sum of the layers' weight and bias counts. In memory each of those
+ * tensors starts 256-byte aligned with padding between them (graph.h, CT_TENSOR_ALIGN); the
+ * network packs and unpacks them per tensor (snapshot.c), so the file does not depend on the
+ * alignment, and aligning them in memory left the format, version 1, as it was.
+ *
  * Pure functions over memory (serialize / parse) are kept apart from the file I/O so the parser
  * can be fuzzed; ct_checkpoint_write_file replaces a file atomically (temporary file in the same
  * folder, fsync, rename, fsync of the folder): a crash leaves the old file or the new one, whole.

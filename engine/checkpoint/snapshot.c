@@ -16,6 +16,62 @@ static ct_status download_floats(ct_device *dev, float **host, const ct_tensor *
     return t->count ? dev->ops->download(dev, *host, t->data, ct_tensor_bytes(t), err) : CT_OK;
 }
 
+/* A checkpoint holds every layer's weights then biases packed, in layer order; the bound tensors
+ * hold them at aligned offsets with padding between (graph.h). Packing per tensor keeps the file
+ * independent of the alignment: the format is the one before it. */
+
+// span: (g->param_span) as bound; packed: (g->n_params)
+static void pack_params(const ct_graph *g, const float *span, float *packed)
+{
+    for (int i = 0; i < g->n_layers; i++) {
+        const ct_layer *l = &g->layers[i];
+        memcpy(packed, span + l->w_off, l->w_count * sizeof(float));
+        packed += l->w_count;
+        memcpy(packed, span + l->b_off, l->b_count * sizeof(float));
+        packed += l->b_count;
+    }
+}
+
+// packed: (g->n_params); span: (g->param_span), padding left as it is (zero)
+static void unpack_params(const ct_graph *g, const float *packed, float *span)
+{
+    for (int i = 0; i < g->n_layers; i++) {
+        const ct_layer *l = &g->layers[i];
+        memcpy(span + l->w_off, packed, l->w_count * sizeof(float));
+        packed += l->w_count;
+        memcpy(span + l->b_off, packed, l->b_count * sizeof(float));
+        packed += l->b_count;
+    }
+}
+
+/* A flat parameter-shaped tensor t (params, m or v: (g->param_span) fp32) packed into a new host
+ * buffer of g->n_params values. */
+static ct_status download_packed(ct_device *dev, const ct_graph *g, const ct_tensor *t, float **packed,
+                                 ct_err *err)
+{
+    float *span = NULL;
+    *packed = NULL;
+    ct_status st = download_floats(dev, &span, t, err);
+    if (st == CT_OK && !(*packed = malloc((g->n_params ? g->n_params : 1) * sizeof(float))))
+        st = ct_fail(err, CT_ERR_NOMEM, "out of memory saving %zu values", g->n_params);
+    if (st == CT_OK)
+        pack_params(g, span, *packed);
+    free(span);
+    return st;
+}
+
+/* packed (g->n_params values) into t ((g->param_span) fp32), its padding zero. */
+static ct_status upload_packed(ct_device *dev, const ct_graph *g, ct_tensor *t, const float *packed, ct_err *err)
+{
+    float *span = calloc(t->count ? t->count : 1, sizeof(float));
+    if (!span)
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory loading %zu values", t->count);
+    unpack_params(g, packed, span);
+    ct_status st = dev->ops->upload(dev, t->data, span, ct_tensor_bytes(t), err);
+    free(span);
+    return st;
+}
+
 ct_status ct_net_snapshot(ct_net *net, double test_accuracy, ct_checkpoint *ck, ct_err *err)
 {
     const ct_graph *g = &net->graph;
@@ -49,11 +105,11 @@ ct_status ct_net_snapshot(ct_net *net, double test_accuracy, ct_checkpoint *ck, 
     /* replicas hold the same state: the first one's is saved */
     const ct_graph *bound = &net->replicas[0].graph;
     ct_device *dev = net->replicas[0].dev;
-    ct_status st = download_floats(dev, &ck->params, &bound->params, err);
+    ct_status st = download_packed(dev, bound, &bound->params, &ck->params, err);
     if (st == CT_OK && bound->opt_m.data)
-        st = download_floats(dev, &ck->m, &bound->opt_m, err);
+        st = download_packed(dev, bound, &bound->opt_m, &ck->m, err);
     if (st == CT_OK && bound->opt_v.data)
-        st = download_floats(dev, &ck->v, &bound->opt_v, err);
+        st = download_packed(dev, bound, &bound->opt_v, &ck->v, err);
     if (st == CT_OK)
         st = download_floats(dev, &ck->state, &bound->state, err);
     return st;
@@ -95,14 +151,14 @@ ct_status ct_net_restore(ct_net *net, const ct_checkpoint *ck, const char *sourc
     for (int i = 0; i < net->n_replicas && st == CT_OK; i++) {
         ct_graph *bound = &net->replicas[i].graph;
         ct_device *dev = net->replicas[i].dev;
-        st = dev->ops->upload(dev, bound->params.data, ck->params, ct_tensor_bytes(&bound->params), err);
+        st = upload_packed(dev, bound, &bound->params, ck->params, err);
         if (st == CT_OK && bound->state.count)
             st = dev->ops->upload(dev, bound->state.data, ck->state, ct_tensor_bytes(&bound->state), err);
         /* moments only carry over to the same optimizer; another one starts its own from zero */
         if (st == CT_OK && same_optimizer && bound->opt_m.data && ck->m)
-            st = dev->ops->upload(dev, bound->opt_m.data, ck->m, ct_tensor_bytes(&bound->opt_m), err);
+            st = upload_packed(dev, bound, &bound->opt_m, ck->m, err);
         if (st == CT_OK && same_optimizer && bound->opt_v.data && ck->v)
-            st = dev->ops->upload(dev, bound->opt_v.data, ck->v, ct_tensor_bytes(&bound->opt_v), err);
+            st = upload_packed(dev, bound, &bound->opt_v, ck->v, err);
     }
     if (st == CT_OK) {
         net->epoch = ck->epoch;

@@ -1,7 +1,5 @@
 /* Activations: the activation layer's ops, and the fused activation that ends dense, conv2d and
  * add (the kernels themselves are in elementwise.c). */
-#include <string.h>
-
 #include "cpu/cpu_backend.h"
 
 // z, y: (n, out) fp32
@@ -16,10 +14,8 @@ const float *ct_cpu_preactivation_grad(ct_backend *be, const ct_layer *l, int n)
 {
     if (l->act == CT_ACT_LINEAR)
         return ct_f32(l->dy);
-    size_t count = ct_cpu_out_count(l, n);
     float *scratch = ct_cpu_of(be)->scratch;
-    memset(scratch, 0, count * sizeof(float));
-    ct_cpu_activation_backward(l->act, ct_f32(l->z), ct_f32(l->y), ct_f32(l->dy), scratch, count);
+    ct_cpu_activation_backward(l->act, ct_f32(l->z), ct_f32(l->y), ct_f32(l->dy), scratch, ct_cpu_out_count(l, n), 0);
     return scratch;
 }
 
@@ -31,13 +27,13 @@ static ct_status activation_forward(ct_backend *be, ct_layer *l, int n, int trai
     return CT_OK;
 }
 
-// x, y, dy: (n, out) fp32; dx: like x or NULL
+// x, y, dy: (n, out) fp32; dx: like x or NULL, written or added to (l->dx_accumulate)
 static ct_status activation_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     (void)be; (void)err;
     if (l->dx[0])
         ct_cpu_activation_backward(l->act, ct_f32(l->x[0]), ct_f32(l->y), ct_f32(l->dy), ct_f32(l->dx[0]),
-                                   ct_cpu_out_count(l, n));
+                                   ct_cpu_out_count(l, n), l->dx_accumulate[0]);
     return CT_OK;
 }
 

@@ -17,15 +17,16 @@ static ct_status add_forward(ct_backend *be, ct_layer *l, int n, int training, c
     return CT_OK;
 }
 
-/* Both inputs get the whole gradient; either may be the data (no dx). */
-// dy, dx[0], dx[1]: (n, out) fp32
+/* Both inputs get the whole gradient; either may be the data (no dx). Inputs in order, so that
+ * add(a, a) writes a's gradient through dx[0] and adds the second share through dx[1]. */
+// dy, dx[0], dx[1]: (n, out) fp32, each written or added to (l->dx_accumulate)
 static ct_status add_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     (void)err;
     const float *dz = ct_cpu_preactivation_grad(be, l, n);
     for (int i = 0; i < 2; i++)
         if (l->dx[i])
-            ct_cpu_accumulate(dz, ct_f32(l->dx[i]), ct_cpu_out_count(l, n));
+            ct_cpu_accumulate(dz, ct_f32(l->dx[i]), ct_cpu_out_count(l, n), l->dx_accumulate[i]);
     return CT_OK;
 }
 

@@ -62,10 +62,16 @@ static ct_status cpu_set_step(ct_backend *be, const ct_step_scalars *s, ct_err *
 }
 
 /* Nothing to capture on the CPU: the step runs as it is. */
-static ct_status cpu_run_step(ct_backend *be, int key, ct_step_fn fn, void *ctx, ct_err *err)
+static ct_status cpu_run_step(ct_backend *be, const ct_step_key *key, void *ctx, ct_err *err)
 {
-    (void)be; (void)key;
-    return fn(ctx, err);
+    (void)be;
+    return key->fn(ctx, err);
+}
+
+/* Nothing kept for a network. */
+static void cpu_forget(ct_backend *be, const void *net)
+{
+    (void)be; (void)net;
 }
 
 // logits, dlogits: (n, k) fp32 with k = logits->shape.c; labels: (n) int32
@@ -154,6 +160,7 @@ static const ct_backend_ops cpu_ops = {
     .input_wait = cpu_input_wait,
     .set_step = cpu_set_step,
     .run_step = cpu_run_step,
+    .forget = cpu_forget,
     .loss = cpu_loss,
     .read_metrics = cpu_read_metrics,
     .peek_metrics = cpu_peek_metrics,

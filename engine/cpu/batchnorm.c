@@ -107,10 +107,12 @@ void ct_cpu_batchnorm_forward_eval(const float *x, const float *gamma, const flo
 
 /* With xhat = (x - mean) invstd and N rows, the batch statistics' own dependence on x gives
  *   dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)).
- * x, dy, dx: (rows, c); gamma, save_mean, save_invstd, dgamma, dbeta: (c); dx may be NULL */
+ * x, dy, dx: (rows, c); gamma, save_mean, save_invstd, dgamma, dbeta: (c); dx may be NULL.
+ * dgamma and dbeta are written: their sums start from +0, so none is -0, and writing gives the bits
+ * adding into cleared buffers gave. */
 void ct_cpu_batchnorm_backward(const float *x, const float *gamma, const float *dy,
                                const float *save_mean, const float *save_invstd, float *dx,
-                               float *dgamma, float *dbeta, int rows, int c)
+                               float *dgamma, float *dbeta, int rows, int c, int accumulate)
 {
     for (int j0 = 0; j0 < c; j0 += BLOCK) {
         int nj = block_len(c, j0);
@@ -119,8 +121,8 @@ void ct_cpu_batchnorm_backward(const float *x, const float *gamma, const float *
         float k[BLOCK], a[BLOCK], b[BLOCK], m[BLOCK];
         for (int j = 0; j < nj; j++) {
             double invstd = save_invstd[j0 + j];
-            if (dgamma) dgamma[j0 + j] += (float)(sum_dy_xc[j] * invstd);
-            if (dbeta) dbeta[j0 + j] += (float)sum_dy[j];
+            if (dgamma) dgamma[j0 + j] = (float)(sum_dy_xc[j] * invstd);
+            if (dbeta) dbeta[j0 + j] = (float)sum_dy[j];
             k[j] = (float)(gamma[j0 + j] * invstd);
             a[j] = (float)(sum_dy[j] / rows);
             b[j] = (float)(sum_dy_xc[j] * invstd * invstd / rows);
@@ -131,7 +133,8 @@ void ct_cpu_batchnorm_backward(const float *x, const float *gamma, const float *
         for (int i = 0; i < rows; i++) {
             const float *xr = x + (size_t)i * c + j0, *dyr = dy + (size_t)i * c + j0;
             float *dxr = dx + (size_t)i * c + j0;
-            for (int j = 0; j < nj; j++) dxr[j] += k[j] * (dyr[j] - a[j] - (xr[j] - m[j]) * b[j]);
+            for (int j = 0; j < nj; j++)
+                dxr[j] = (accumulate ? dxr[j] : 0.0f) + k[j] * (dyr[j] - a[j] - (xr[j] - m[j]) * b[j]);
         }
     }
 }
@@ -154,14 +157,14 @@ static ct_status batchnorm_forward(ct_backend *be, ct_layer *l, int n, int train
     return CT_OK;
 }
 
-// x, dy: (n, h, w, c) fp32; dx: like x or NULL; aux: (2c)
+// x, dy: (n, h, w, c) fp32; dx: like x or NULL, written or added to (l->dx_accumulate); aux: (2c)
 static ct_status batchnorm_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     (void)be; (void)err;
     int rows = n * l->in_shape.h * l->in_shape.w, c = l->in_shape.c;
     const float *saved = ct_f32(l->aux);
     ct_cpu_batchnorm_backward(ct_f32(l->x[0]), ct_f32(l->w), ct_f32(l->dy), saved, saved + c, ct_f32(l->dx[0]),
-                              ct_f32(l->dw), ct_f32(l->db), rows, c);
+                              ct_f32(l->dw), ct_f32(l->db), rows, c, l->dx_accumulate[0]);
     return CT_OK;
 }
 

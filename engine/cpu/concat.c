@@ -1,5 +1,6 @@
 /* concat on the CPU: each position's channels are the inputs' channels one after another, so
- * forward copies each input's row into its column block and backward adds the block back. */
+ * forward copies each input's row into its column block and backward hands the block back,
+ * written or added to what another consumer wrote (l->dx_accumulate). */
 #include <string.h>
 
 #include "cpu/cpu_backend.h"
@@ -22,7 +23,8 @@ static ct_status concat_forward(ct_backend *be, ct_layer *l, int n, int training
     return CT_OK;
 }
 
-// dy: (n, h, w, sum c_k) fp32 -> dx[k]: (n, h, w, c_k) += dy's block k; the data input has no dx
+// dy: (n, h, w, sum c_k) fp32 -> dx[k]: (n, h, w, c_k) = (accumulate ? dx[k] : 0) + dy's block k;
+// the data input has no dx
 static ct_status concat_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     (void)be; (void)err;
@@ -33,10 +35,11 @@ static ct_status concat_backward(ct_backend *be, ct_layer *l, int n, ct_err *err
         const size_t c = (size_t)l->in_shapes[k].c;
         if (l->dx[k]) {
             float *dx = ct_f32(l->dx[k]);
+            const int accumulate = l->dx_accumulate[k];
 #pragma omp parallel for schedule(static) if (rows * c > CT_CPU_PAR_MIN)
             for (size_t r = 0; r < rows; r++)
                 for (size_t j = 0; j < c; j++)
-                    dx[r * c + j] += dy[r * width + offset + j];
+                    dx[r * c + j] = (accumulate ? dx[r * c + j] : 0.0f) + dy[r * width + offset + j];
         }
         offset += c;
     }

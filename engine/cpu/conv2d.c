@@ -110,11 +110,11 @@ void ct_cpu_conv2d_forward(const ct_window_geom *g, const float *x, const float 
 // x: (n, h, w, c); w: (f, kh, kw, c); dy: (n, oh, ow, f); dx: like x, dw: like w, db: (f), each
 // may be NULL; ws: workspace floats
 void ct_cpu_conv2d_backward(const ct_window_geom *g, const float *x, const float *w, const float *dy,
-                            float *dx, float *dw, float *db, float *ws)
+                            float *dx, float *dw, float *db, float *ws, int accumulate)
 {
     const int rows = g->n * g->oh * g->ow, kcols = g->kh * g->kw * g->c;
     const int direct = cols_is_input(g);
-    if (db) ct_cpu_add_column_sums(dy, db, (size_t)rows, g->f);
+    if (db) ct_cpu_column_sums(dy, db, (size_t)rows, g->f);
     if (dw) {
         /* the forward's cols are long gone (the workspace is shared), so rebuild them */
         const float *cols = x;
@@ -123,17 +123,21 @@ void ct_cpu_conv2d_backward(const ct_window_geom *g, const float *x, const float
             cols = ws;
         }
         ct_cpu_sgemm(1, 0, g->f, kcols, rows, 1.0f, dy, g->f,
-                    cols, kcols, 1.0f, dw, kcols);
+                    cols, kcols, 0.0f, dw, kcols);
     }
     if (!dx) return;
     if (direct) {
-        /* dcols is dx itself, so the product can accumulate into it directly */
+        /* dcols is dx itself, so the product can write or accumulate into it directly */
         ct_cpu_sgemm(0, 0, rows, kcols, g->f, 1.0f, dy, g->f, w,
-                    kcols, 1.0f, dx, kcols);
+                    kcols, accumulate ? 1.0f : 0.0f, dx, kcols);
         return;
     }
     ct_cpu_sgemm(0, 0, rows, kcols, g->f, 1.0f, dy, g->f, w,
                 kcols, 0.0f, ws, kcols);
+    /* col2im adds, window by window, and leaves cells no window reads untouched: the first
+     * writer clears the batch's own samples first */
+    if (!accumulate)
+        memset(dx, 0, (size_t)g->n * g->h * g->w * g->c * sizeof(float));
     col2im_add(g, ws, dx);
 }
 
@@ -147,14 +151,14 @@ static ct_status conv2d_forward(ct_backend *be, ct_layer *l, int n, int training
     return CT_OK;
 }
 
-// dy: (n, oh, ow, f) fp32; dx: (n, h, w, c) or NULL
+// dy: (n, oh, ow, f) fp32; dx: (n, h, w, c) or NULL, written or added to (l->dx_accumulate)
 static ct_status conv2d_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     (void)err;
     const float *dz = ct_cpu_preactivation_grad(be, l, n);
     ct_window_geom g = ct_layer_window(l, n);
     ct_cpu_conv2d_backward(&g, ct_f32(l->x[0]), ct_f32(l->w), dz, ct_f32(l->dx[0]), ct_f32(l->dw), ct_f32(l->db),
-                           ct_cpu_of(be)->workspace);
+                           ct_cpu_of(be)->workspace, l->dx_accumulate[0]);
     return CT_OK;
 }
 

@@ -29,7 +29,7 @@ CT_LAYER_TYPES(CT_CPU_DECLARE_OPS)
  * y = act(z), nothing when linear (z is y). */
 void ct_cpu_fused_activation_forward(const ct_layer *l, int n);
 /* The gradient at the pre-activation: dy itself for linear, else act'(z) dy in the scratch
- * (cleared first); valid until the next layer's backward. */
+ * (written: nothing is cleared first); valid until the next layer's backward. */
 const float *ct_cpu_preactivation_grad(ct_backend *be, const ct_layer *l, int n);
 
 #endif

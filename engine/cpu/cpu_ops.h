@@ -4,8 +4,13 @@
  * Conventions:
  *  - activations are NHWC; dense weights are (out, in) row-major as in PyTorch's Linear;
  *    conv weights are (F, KH, KW, C), cuDNN's NHWC filter layout.
- *  - every backward ADDS into its gradient outputs (dx, dw, db, ...): the trainer zeroes them once
- *    per step, so a layer read by several others accumulates correctly. A NULL dx skips it.
+ *  - backward WRITES its parameter gradients (dw, db, dgamma, dbeta: one writer per step) and
+ *    writes or, with `accumulate`, adds into dx: a tensor read by several layers gets its
+ *    gradient written by the first consumer in backward order and added to by the others, so
+ *    nothing is cleared per step. Writing computes 0 + v where an addition would compute
+ *    dx + v, the arithmetic of adding into a cleared buffer: the bits are those of clearing
+ *    first (a -0 comes out +0 either way); only the matrix products' beta = 0 may leave a -0
+ *    where beta = 1 over zeros gave +0. A NULL dx skips it.
  *  - nothing here allocates; workspaces are passed in. OpenBLAS does matrix products, OpenMP the
  *    rest.
  *  - a layer type's kernels live in its file (engine/cpu/<type>.c) with its ops; those several
@@ -24,9 +29,10 @@
 /* ---- dense ---- */
 /* x: (n, k); w: (m, k); b: (m) or NULL; y: (n, m) = x w^T + b */
 void ct_cpu_dense_forward(const float *x, const float *w, const float *b, float *y, int n, int k, int m);
-/* dy: (n, m); dx: (n, k) += dy w; dw: (m, k) += dy^T x; db: (m) += column sums of dy (NULL: none) */
+/* dy: (n, m); dx: (n, k) = (+= with accumulate) dy w; dw: (m, k) = dy^T x; db: (m) = column sums
+ * of dy (NULL: none) */
 void ct_cpu_dense_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                           float *db, int n, int k, int m);
+                           float *db, int n, int k, int m, int accumulate);
 
 /* ---- conv2d (im2col + GEMM) ---- */
 /* Floats of workspace the conv functions need (im2col of the whole batch). */
@@ -34,18 +40,21 @@ size_t ct_cpu_conv2d_workspace(const ct_window_geom *g);
 /* x: (n, h, w, c); w: (f, kh, kw, c); b: (f) or NULL; y: (n, oh, ow, f); ws: workspace */
 void ct_cpu_conv2d_forward(const ct_window_geom *g, const float *x, const float *w, const float *b,
                            float *y, float *ws);
-/* dy: (n, oh, ow, f); dx += ..., dw += ..., db += ... (dx or db may be NULL) */
+/* dy: (n, oh, ow, f); dx = (+= with accumulate) ..., dw = ..., db = ... (dx or db may be NULL) */
 void ct_cpu_conv2d_backward(const ct_window_geom *g, const float *x, const float *w, const float *dy,
-                            float *dx, float *dw, float *db, float *ws);
+                            float *dx, float *dw, float *db, float *ws, int accumulate);
 
 /* ---- pooling (g->f, the output channels, equals g->c) ---- */
 /* x: (n, h, w, c); y: (n, oh, ow, c); argmax: (n, oh, ow, c) index of the max within its sample's
  * (h, w, c) volume, for backward. Padding never wins. */
 void ct_cpu_maxpool_forward(const ct_window_geom *g, const float *x, float *y, int32_t *argmax);
-void ct_cpu_maxpool_backward(const ct_window_geom *g, const float *dy, const int32_t *argmax, float *dx);
+/* dx (n, h, w, c) = (+= with accumulate) dy routed to each window's maximum. */
+void ct_cpu_maxpool_backward(const ct_window_geom *g, const float *dy, const int32_t *argmax, float *dx,
+                             int accumulate);
 /* Average over the window's cells inside the input (padding not counted). */
 void ct_cpu_avgpool_forward(const ct_window_geom *g, const float *x, float *y);
-void ct_cpu_avgpool_backward(const ct_window_geom *g, const float *dy, float *dx);
+/* dx (n, h, w, c) = (+= with accumulate) dy shared evenly over each window's input cells. */
+void ct_cpu_avgpool_backward(const ct_window_geom *g, const float *dy, float *dx, int accumulate);
 
 /* ---- batch norm: statistics per channel over rows = n*h*w ---- */
 /* x, y: (rows, c); gamma, beta: (c); save_mean, save_invstd: (c) out, kept for backward;
@@ -58,24 +67,25 @@ void ct_cpu_batchnorm_forward_train(const float *x, const float *gamma, const fl
 void ct_cpu_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
                                    const float *run_mean, const float *run_var, float *y, int rows,
                                    int c, float eps);
-/* dy: (rows, c); dx += ...; dgamma, dbeta: (c) += ... */
+/* dy: (rows, c); dx = (+= with accumulate) ...; dgamma, dbeta: (c) = ... */
 void ct_cpu_batchnorm_backward(const float *x, const float *gamma, const float *dy,
                                const float *save_mean, const float *save_invstd, float *dx,
-                               float *dgamma, float *dbeta, int rows, int c);
+                               float *dgamma, float *dbeta, int rows, int c, int accumulate);
 
 /* ---- elementwise, shared by several layer types ---- */
 /* y = act(x), n elements; y may equal x */
 void ct_cpu_activation_forward(ct_activation act, const float *x, float *y, size_t n);
-/* dx += dy * act'(x); x is the activation's input, y its output. sigmoid and tanh read y, gelu
- * reads x, relu and leaky read x and accept y in its place (ct_activation_grad_needs_input). */
+/* dx = (accumulate ? dx : 0) + dy * act'(x); x is the activation's input, y its output. sigmoid
+ * and tanh read y, gelu reads x, relu and leaky read x and accept y in its place
+ * (ct_activation_grad_needs_input). */
 void ct_cpu_activation_backward(ct_activation act, const float *x, const float *y, const float *dy,
-                                float *dx, size_t n);
+                                float *dx, size_t n, int accumulate);
 /* Adds b to each row: y (rows, c) += b (c) */
 void ct_cpu_add_bias(float *y, const float *b, size_t rows, int c);
-/* Bias gradient: db (c) += column sums of dy (rows, c). */
-void ct_cpu_add_column_sums(const float *dy, float *db, size_t rows, int c);
-/* dx += dy */
-void ct_cpu_accumulate(const float *dy, float *dx, size_t n);
+/* Bias gradient: db (c) = column sums of dy (rows, c). */
+void ct_cpu_column_sums(const float *dy, float *db, size_t rows, int c);
+/* dx = (accumulate ? dx : 0) + dy */
+void ct_cpu_accumulate(const float *dy, float *dx, size_t n, int accumulate);
 /* 1 if all n values are finite */
 int ct_cpu_all_finite(const float *x, size_t n);
 
@@ -88,8 +98,9 @@ void ct_cpu_add_forward(const float *a, const float *b, float *y, size_t n);
  * 1/(1-rate). mask: (n) 1 kept, 0 dropped. */
 void ct_cpu_dropout_forward(const float *x, float *y, uint8_t *mask, size_t n, float rate,
                             uint64_t seed, uint64_t stream);
-/* dx += dy * mask / (1 - rate) */
-void ct_cpu_dropout_backward(const float *dy, const uint8_t *mask, float *dx, size_t n, float rate);
+/* dx = (accumulate ? dx : 0) + dy * mask / (1 - rate) */
+void ct_cpu_dropout_backward(const float *dy, const uint8_t *mask, float *dx, size_t n, float rate,
+                             int accumulate);
 
 /* ---- loss ---- */
 /* logits: (n, k); labels: (n); dlogits: (n, k) = (softmax - onehot) * grad_scale (overwritten,

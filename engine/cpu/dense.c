@@ -11,12 +11,12 @@ void ct_cpu_dense_forward(const float *x, const float *w, const float *b, float 
 
 // x: (n, k); w: (m, k); dy: (n, m); dx: (n, k), dw: (m, k), db: (m), each may be NULL
 void ct_cpu_dense_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                           float *db, int n, int k, int m)
+                           float *db, int n, int k, int m, int accumulate)
 {
-    /* beta = 1: gradients accumulate across the layers that read this one */
-    if (dw) ct_cpu_sgemm(1, 0, m, k, n, 1.0f, dy, m, x, k, 1.0f, dw, k);
-    if (dx) ct_cpu_sgemm(0, 0, n, k, m, 1.0f, dy, m, w, k, 1.0f, dx, k);
-    if (db) ct_cpu_add_column_sums(dy, db, (size_t)n, m);
+    /* beta = 0 writes (this layer is dw's one writer, and dx's first unless accumulating) */
+    if (dw) ct_cpu_sgemm(1, 0, m, k, n, 1.0f, dy, m, x, k, 0.0f, dw, k);
+    if (dx) ct_cpu_sgemm(0, 0, n, k, m, 1.0f, dy, m, w, k, accumulate ? 1.0f : 0.0f, dx, k);
+    if (db) ct_cpu_column_sums(dy, db, (size_t)n, m);
 }
 
 // x: (n, in) fp32; z, y: (n, units)
@@ -29,13 +29,13 @@ static ct_status dense_forward(ct_backend *be, ct_layer *l, int n, int training,
     return CT_OK;
 }
 
-// dy: (n, units) fp32; dx: (n, in) or NULL
+// dy: (n, units) fp32; dx: (n, in) or NULL, written or added to (l->dx_accumulate)
 static ct_status dense_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     (void)err;
     const float *dz = ct_cpu_preactivation_grad(be, l, n);
     ct_cpu_dense_backward(ct_f32(l->x[0]), ct_f32(l->w), dz, ct_f32(l->dx[0]), ct_f32(l->dw), ct_f32(l->db), n,
-                          (int)ct_shape_size(l->in_shape), l->out.c);
+                          (int)ct_shape_size(l->in_shape), l->out.c, l->dx_accumulate[0]);
     return CT_OK;
 }
 

@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/tensor.h"
 #include "device.h"
 
 typedef struct cpu_device {
@@ -29,11 +30,14 @@ static ct_status cpu_nothing_to_do(ct_device *d, ct_err *err)
 static void *cpu_alloc(ct_device *d, size_t bytes)
 {
     (void)d;
-    /* 64-byte alignment suits AVX-512 loads in OpenBLAS and the compiler's vector loops. */
-    size_t rounded = (bytes + 63) / 64 * 64;
-    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    /* CT_TENSOR_ALIGN, as a GPU's allocations: the tensors carved out of one allocation are
+     * aligned relative to its start (graph.c), and so absolutely on every device. */
+    size_t rounded = (bytes + CT_TENSOR_ALIGN - 1) / CT_TENSOR_ALIGN * CT_TENSOR_ALIGN;
+    if (rounded == 0)
+        rounded = CT_TENSOR_ALIGN;
+    void *p = aligned_alloc(CT_TENSOR_ALIGN, rounded);
     if (p)
-        memset(p, 0, rounded ? rounded : 64);
+        memset(p, 0, rounded);
     return p;
 }
 

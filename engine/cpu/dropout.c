@@ -21,11 +21,12 @@ void ct_cpu_dropout_forward(const float *x, float *y, uint8_t *mask, size_t n, f
 }
 
 // dy, mask, dx: (n)
-void ct_cpu_dropout_backward(const float *dy, const uint8_t *mask, float *dx, size_t n, float rate)
+void ct_cpu_dropout_backward(const float *dy, const uint8_t *mask, float *dx, size_t n, float rate,
+                             int accumulate)
 {
     const float scale = keep_scale(rate);
 #pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) dx[i] += mask[i] ? dy[i] * scale : 0.0f;
+    for (size_t i = 0; i < n; i++) dx[i] = (accumulate ? dx[i] : 0.0f) + (mask[i] ? dy[i] * scale : 0.0f);
 }
 
 /* The mask (aux, uint8) of the last training forward. */
@@ -45,12 +46,13 @@ static ct_status dropout_forward(ct_backend *be, ct_layer *l, int n, int trainin
     return CT_OK;
 }
 
-// dy: (n, out) fp32; dx: like dy or NULL; aux: (n, out) uint8
+// dy: (n, out) fp32; dx: like dy or NULL, written or added to (l->dx_accumulate); aux: (n, out) uint8
 static ct_status dropout_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     (void)be; (void)err;
     if (l->dx[0])
-        ct_cpu_dropout_backward(ct_f32(l->dy), mask_of(l), ct_f32(l->dx[0]), ct_cpu_out_count(l, n), l->cfg->rate);
+        ct_cpu_dropout_backward(ct_f32(l->dy), mask_of(l), ct_f32(l->dx[0]), ct_cpu_out_count(l, n), l->cfg->rate,
+                                l->dx_accumulate[0]);
     return CT_OK;
 }
 

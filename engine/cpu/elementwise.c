@@ -53,9 +53,15 @@ static float gelu_grad(float x)
     return cdf + x * INV_SQRT_2PI * expf(-0.5f * x * x);
 }
 
-// x (the input), y (the output), dy, dx: (n); dx += dy act'(x)
+/* The value a backward writes: added to dx, or to 0 for the first writer (see cpu_ops.h). */
+static inline float onto(const float *dx, size_t i, int accumulate, float v)
+{
+    return (accumulate ? dx[i] : 0.0f) + v;
+}
+
+// x (the input), y (the output), dy, dx: (n); dx = (accumulate ? dx : 0) + dy act'(x)
 void ct_cpu_activation_backward(ct_activation act, const float *x, const float *y, const float *dy,
-                                float *dx, size_t n)
+                                float *dx, size_t n, int accumulate)
 {
     /* Sigmoid and tanh take their derivatives from y, so that a layer with a fused activation need
      * not keep its pre-activation (ct_activation_grad_needs_input): y holds exactly the value the
@@ -65,32 +71,33 @@ void ct_cpu_activation_backward(ct_activation act, const float *x, const float *
     switch (act) {
     case CT_ACT_RELU:
 #pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
-        for (size_t i = 0; i < n; i++) dx[i] += x[i] > 0.0f ? dy[i] : 0.0f;
+        for (size_t i = 0; i < n; i++) dx[i] = onto(dx, i, accumulate, x[i] > 0.0f ? dy[i] : 0.0f);
         break;
     case CT_ACT_LEAKY:
 #pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
-        for (size_t i = 0; i < n; i++) dx[i] += x[i] > 0.0f ? dy[i] : CT_LEAKY_SLOPE * dy[i];
+        for (size_t i = 0; i < n; i++)
+            dx[i] = onto(dx, i, accumulate, x[i] > 0.0f ? dy[i] : CT_LEAKY_SLOPE * dy[i]);
         break;
     case CT_ACT_SIGMOID:
 #pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++) {
             float s = y[i];
-            dx[i] += dy[i] * s * (1.0f - s);
+            dx[i] = onto(dx, i, accumulate, dy[i] * s * (1.0f - s));
         }
         break;
     case CT_ACT_TANH:
 #pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++) {
             float t = y[i];
-            dx[i] += dy[i] * (1.0f - t * t);
+            dx[i] = onto(dx, i, accumulate, dy[i] * (1.0f - t * t));
         }
         break;
     case CT_ACT_GELU:
 #pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
-        for (size_t i = 0; i < n; i++) dx[i] += dy[i] * gelu_grad(x[i]);
+        for (size_t i = 0; i < n; i++) dx[i] = onto(dx, i, accumulate, dy[i] * gelu_grad(x[i]));
         break;
     default: /* linear */
-        ct_cpu_accumulate(dy, dx, n);
+        ct_cpu_accumulate(dy, dx, n, accumulate);
         break;
     }
 }
@@ -106,10 +113,10 @@ void ct_cpu_add_bias(float *y, const float *b, size_t rows, int c)
 }
 
 // dy, dx: (n)
-void ct_cpu_accumulate(const float *dy, float *dx, size_t n)
+void ct_cpu_accumulate(const float *dy, float *dx, size_t n, int accumulate)
 {
 #pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) dx[i] += dy[i];
+    for (size_t i = 0; i < n; i++) dx[i] = onto(dx, i, accumulate, dy[i]);
 }
 
 /* Tests the exponent bits rather than calling isfinite, which -ffast-math may fold to 1. */
@@ -133,8 +140,8 @@ enum { SUM_BLOCK = 64 };
 
 /* Summed in double, a block of columns at a time, so long batches don't lose precision; the cost
  * is negligible next to the matrix products that produced dy. */
-// dy: (rows, c); db: (c) += column sums of dy
-void ct_cpu_add_column_sums(const float *dy, float *db, size_t rows, int c)
+// dy: (rows, c); db: (c) = column sums of dy
+void ct_cpu_column_sums(const float *dy, float *db, size_t rows, int c)
 {
     for (int j0 = 0; j0 < c; j0 += SUM_BLOCK) {
         int nj = c - j0 < SUM_BLOCK ? c - j0 : SUM_BLOCK;
@@ -143,6 +150,7 @@ void ct_cpu_add_column_sums(const float *dy, float *db, size_t rows, int c)
             const float *row = dy + i * (size_t)c + j0;
             for (int j = 0; j < nj; j++) acc[j] += row[j];
         }
-        for (int j = 0; j < nj; j++) db[j0 + j] += (float)acc[j];
+        /* the sums start from +0, so none is -0: writing gives the bits adding into a cleared db gave */
+        for (int j = 0; j < nj; j++) db[j0 + j] = (float)acc[j];
     }
 }

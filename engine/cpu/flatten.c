@@ -14,12 +14,12 @@ static ct_status flatten_forward(ct_backend *be, ct_layer *l, int n, int trainin
     return CT_OK;
 }
 
-// dy, dx: (n, h*w*c) fp32
+// dy, dx: (n, h*w*c) fp32; dx written or added to (l->dx_accumulate)
 static ct_status flatten_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     (void)be; (void)err;
     if (l->dx[0] && l->dx[0]->data != l->dy->data)
-        ct_cpu_accumulate(ct_f32(l->dy), ct_f32(l->dx[0]), ct_cpu_out_count(l, n));
+        ct_cpu_accumulate(ct_f32(l->dy), ct_f32(l->dx[0]), ct_cpu_out_count(l, n), l->dx_accumulate[0]);
     return CT_OK;
 }
 

@@ -70,10 +70,15 @@ void ct_cpu_maxpool_forward(const ct_window_geom *g, const float *x, float *y, i
     }
 }
 
-// dy, argmax: (n, oh, ow, c); dx: (n, h, w, c) += dy routed to each window's maximum
-void ct_cpu_maxpool_backward(const ct_window_geom *g, const float *dy, const int32_t *argmax, float *dx)
+// dy, argmax: (n, oh, ow, c); dx: (n, h, w, c) = (+= with accumulate) dy routed to each window's
+// maximum
+void ct_cpu_maxpool_backward(const ct_window_geom *g, const float *dy, const int32_t *argmax, float *dx,
+                             int accumulate)
 {
     const size_t per_out = (size_t)g->oh * g->ow * g->c;
+    /* a scatter: the first writer clears the batch's samples, which windows may not all reach */
+    if (!accumulate)
+        memset(dx, 0, (size_t)g->n * sample_size(g) * sizeof(float));
     /* overlapping windows can route to the same input, but only within a sample */
 #pragma omp parallel for schedule(static)
     for (int s = 0; s < g->n; s++) {
@@ -112,10 +117,14 @@ void ct_cpu_avgpool_forward(const ct_window_geom *g, const float *x, float *y)
     }
 }
 
-// dy: (n, oh, ow, c); dx: (n, h, w, c) += dy shared evenly over each window's input cells
-void ct_cpu_avgpool_backward(const ct_window_geom *g, const float *dy, float *dx)
+// dy: (n, oh, ow, c); dx: (n, h, w, c) = (+= with accumulate) dy shared evenly over each window's
+// input cells
+void ct_cpu_avgpool_backward(const ct_window_geom *g, const float *dy, float *dx, int accumulate)
 {
     const int c = g->c;
+    /* a scatter, as maxpool's */
+    if (!accumulate)
+        memset(dx, 0, (size_t)g->n * sample_size(g) * sizeof(float));
 #pragma omp parallel for schedule(static)
     for (int s = 0; s < g->n; s++) {
         float *dxs = dx + s * sample_size(g);
@@ -146,13 +155,13 @@ static ct_status maxpool_forward(ct_backend *be, ct_layer *l, int n, int trainin
     return CT_OK;
 }
 
-// dy, aux: (n, oh, ow, c); dx: (n, h, w, c) or NULL
+// dy, aux: (n, oh, ow, c); dx: (n, h, w, c) or NULL, written or added to (l->dx_accumulate)
 static ct_status maxpool_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     (void)be; (void)err;
     if (l->dx[0]) {
         ct_window_geom g = ct_layer_window(l, n);
-        ct_cpu_maxpool_backward(&g, ct_f32(l->dy), ct_i32(l->aux), ct_f32(l->dx[0]));
+        ct_cpu_maxpool_backward(&g, ct_f32(l->dy), ct_i32(l->aux), ct_f32(l->dx[0]), l->dx_accumulate[0]);
     }
     return CT_OK;
 }
@@ -166,13 +175,13 @@ static ct_status avgpool_forward(ct_backend *be, ct_layer *l, int n, int trainin
     return CT_OK;
 }
 
-// dy: (n, oh, ow, c) fp32; dx: (n, h, w, c) or NULL
+// dy: (n, oh, ow, c) fp32; dx: (n, h, w, c) or NULL, written or added to (l->dx_accumulate)
 static ct_status avgpool_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     (void)be; (void)err;
     if (l->dx[0]) {
         ct_window_geom g = ct_layer_window(l, n);
-        ct_cpu_avgpool_backward(&g, ct_f32(l->dy), ct_f32(l->dx[0]));
+        ct_cpu_avgpool_backward(&g, ct_f32(l->dy), ct_f32(l->dx[0]), l->dx_accumulate[0]);
     }
     return CT_OK;
 }

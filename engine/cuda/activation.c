@@ -14,13 +14,14 @@ static ct_status activation_forward(ct_backend *be, ct_layer *l, int n, int trai
     return CT_OK;
 }
 
-// x, y, dy: (n, out) fp32 -> dx += act'(x) dy
+// x, y, dy: (n, out) fp32 -> dx = act'(x) dy, or += (l->dx_accumulate)
 static ct_status activation_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     if (!l->dx[0])
         return CT_OK;
     CT_CUDA_CHECK(ct_launch_activation_backward(ct_f32(l->x[0]), ct_f32(l->y), ct_f32(l->dy), ct_f32(l->dx[0]),
-                                                ct_cuda_out_count(l, n), (int)l->act, 1, ct_cuda_of(be)->compute),
+                                                ct_cuda_out_count(l, n), (int)l->act, l->dx_accumulate[0],
+                                                ct_cuda_of(be)->compute),
                   err);
     return CT_OK;
 }

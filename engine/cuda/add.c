@@ -13,7 +13,8 @@ static ct_status add_forward(ct_backend *be, ct_layer *l, int n, int training, c
     return ct_cuda_apply_activation(be, l, n, err);
 }
 
-// dy: (n, out) fp32 -> dz = act'(z) dy; dx[0], dx[1] += dz
+// dy: (n, out) fp32 -> dz = act'(z) dy; dx[0], dx[1] = dz or += dz (l->dx_accumulate), in order, so that
+// add(a, a) writes a's gradient through dx[0] and adds the second share through dx[1]
 static ct_status add_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     const float *dz = NULL;
@@ -21,7 +22,7 @@ static ct_status add_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
     for (int i = 0; i < l->n_in && st == CT_OK; i++)
         if (l->dx[i])
             st = CT_CUDA_STATUS(ct_launch_accumulate(dz, ct_f32(l->dx[i]), ct_cuda_out_count(l, n),
-                                                     ct_cuda_of(be)->compute), err);
+                                                     l->dx_accumulate[i], ct_cuda_of(be)->compute), err);
     return st;
 }
 

@@ -149,6 +149,7 @@ static const ct_backend_ops cuda_ops = {
     .input_wait = ct_cuda_input_wait,
     .set_step = cuda_set_step,
     .run_step = ct_cuda_run_step,
+    .forget = ct_cuda_graph_forget,
     .loss = ct_cuda_loss,
     .read_metrics = ct_cuda_read_metrics,
     .peek_metrics = ct_cuda_peek_metrics,

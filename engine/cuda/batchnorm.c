@@ -112,8 +112,8 @@ static ct_status batchnorm_forward(ct_backend *be, ct_layer *l, int n, int train
 }
 
 // x, dy: (n, h, w, c) fp32; gamma: (c); aux: the forward's (mean[c], invstd[c]);
-// dx: like x, += (NULL: the network's input, computed into the scratch and dropped);
-// dgamma (dw), dbeta (db): (c), +=
+// dx: like x, written or added to (l->dx_accumulate) (NULL: the network's input, computed into
+// the scratch and dropped); dgamma (dw), dbeta (db): (c), written
 static ct_status batchnorm_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
@@ -128,7 +128,7 @@ static ct_status batchnorm_backward(ct_backend *be, ct_layer *l, int n, ct_err *
     /* cuDNN always writes dx; with no producer to receive it, the scratch takes it (beta 0 so its
      * old contents are not read) */
     float *dx = ct_f32(l->dx[0]);
-    const float *beta_dx = &one;
+    const float *beta_dx = l->dx_accumulate[0] ? &one : &zero;
     if (!dx) {
         if (!cu->scratch || cu->scratch == ct_f32(l->dy) ||
             cu->scratch_size < (size_t)ct_cuda_out_count(l, n) * sizeof(float))
@@ -137,7 +137,7 @@ static ct_status batchnorm_backward(ct_backend *be, ct_layer *l, int n, ct_err *
         beta_dx = &zero;
     }
     const float *saved = ct_f32(l->aux);
-    CT_CUDNN_CHECK(cudnnBatchNormalizationBackward(cu->dnn, CUDNN_BATCHNORM_SPATIAL, &one, beta_dx, &one, &one, e->x,
+    CT_CUDNN_CHECK(cudnnBatchNormalizationBackward(cu->dnn, CUDNN_BATCHNORM_SPATIAL, &one, beta_dx, &one, &zero, e->x,
                                                    ct_f32(l->x[0]), e->x, ct_f32(l->dy), e->x, dx, e->param,
                                                    ct_f32(l->w), ct_f32(l->dw), ct_f32(l->db),
                                                    (double)l->cfg->epsilon, saved, saved + c), err);
@@ -151,7 +151,8 @@ static ct_status batchnorm_forward_op(ct_backend *be, ct_layer *l, int n, int tr
     return st != CT_OK || n == 0 ? st : ct_cuda_named(l, batchnorm_forward(be, l, n, training, err), err);
 }
 
-// dy: (n, h, w, c) fp32 -> dx (same), dgamma, dbeta (c), each += ; failures name the layer
+// dy: (n, h, w, c) fp32 -> dx (same), dgamma, dbeta (c), written (dx added to where l->dx_accumulate
+// says); failures name the layer
 static ct_status batchnorm_backward_op(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     ct_status st = ct_cuda_check_layer(l, n, err);

@@ -98,7 +98,7 @@ static size_t conv_workspace(ct_backend *be, const ct_layer *l, int n)
     return 2 * g.pad_bytes + CT_CUDNN_WORKSPACE_LIMIT;
 }
 
-/* The algorithm search synchronises (and the backward ones allocate a throwaway output), which a
+/* The algorithm search synchronises (and a backward-data one may allocate a throwaway output), which a
  * CUDA graph capture forbids; the first run of each step is never captured, so reaching this
  * inside one is a caller's bug. */
 static ct_status ready_to_search(ct_cuda *cu, ct_err *err)
@@ -370,8 +370,8 @@ static ct_status search(ct_backend *be, const ct_layer *l, conv_entry *e, int di
     return CT_OK;
 }
 
-/* A throwaway output for a search whose real output accumulates (dx, dw): the search overwrites
- * its output with arbitrary values. Allocated for one search, outside any capture (cudaFree
+/* A throwaway output for a backward-data search whose real output, dx, another consumer has
+ * already written (this layer adds to it): the search overwrites its output with arbitrary values. Allocated for one search, outside any capture (cudaFree
  * waits for the device, which the search has done already). */
 static ct_status search_scratch(size_t bytes, void **out, ct_err *err)
 {
@@ -479,7 +479,9 @@ static ct_status conv_forward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 }
 
 /* The backward searches that are due, on the step's own dz, x (its padded copy when there is one,
- * which the caller has made), w and throwaway outputs. */
+ * which the caller has made) and w. The backward then writes dw (beta 0), so the filter search
+ * may write there too; dx only when this layer is its first writer and there is no padded copy,
+ * else the padded copy (free until the backward-data convolution) or a throwaway buffer. */
 static ct_status search_backward(ct_backend *be, const ct_layer *l, const conv_run *r, const float *x,
                                  const float *dz, int need_filter, int need_data, ct_err *err)
 {
@@ -491,29 +493,27 @@ static ct_status search_backward(ct_backend *be, const ct_layer *l, const conv_r
         return CT_OK;
     ct_status st = ready_to_search(cu, err);
     if (st == CT_OK && filter) {
-        /* dw accumulates: the search writes into a buffer of its own */
-        search_io io = {.x = x, .dy = dz};
+        search_io io = {.x = x, .dy = dz, .out = ct_f32(l->dw)};
         search_workspace(r, &io);
-        st = search_scratch(l->w_count * sizeof(float), &io.out, err);
-        if (st == CT_OK)
-            st = search_scratch_free(io.out, search(be, l, e, BWD_FILTER, &io, err), err);
+        st = search(be, l, e, BWD_FILTER, &io, err);
     }
     if (st == CT_OK && data) {
-        /* dx accumulates too; the padded dx is free until the backward-data convolution itself */
-        search_io io = {.w = ct_f32(l->w), .dy = dz, .out = r->dxp};
+        float *dx_direct = !r->dxp && !l->dx_accumulate[0] ? ct_f32(l->dx[0]) : NULL;
+        search_io io = {.w = ct_f32(l->w), .dy = dz, .out = r->dxp ? r->dxp : dx_direct};
         search_workspace(r, &io);
-        if (!r->dxp)
+        int own = io.out == NULL;
+        if (own)
             st = search_scratch((size_t)g->key.n * g->hp * g->wp * g->key.c * sizeof(float), &io.out, err);
         if (st == CT_OK)
             st = search(be, l, e, BWD_DATA, &io, err);
-        if (!r->dxp && io.out)
+        if (own && io.out)
             st = search_scratch_free(io.out, st, err);
     }
     return st;
 }
 
-// dy: (n, oh, ow, f) -> dz, act' applied; x: (n, h, w, c); dx: like x or NULL, += ;
-// dw: (f, kh, kw, c) or NULL, += ; db: (f) or NULL, += column sums of dz
+// dy: (n, oh, ow, f) -> dz, act' applied; x: (n, h, w, c); dx: like x or NULL, written or added to
+// (l->dx_accumulate); dw: (f, kh, kw, c) or NULL, written; db: (f) or NULL, column sums of dz, written
 static ct_status conv_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
@@ -551,22 +551,24 @@ static ct_status conv_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
             return st;
         CT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->dnn, &one, e->x, x, e->y, dz, e->conv[BWD_FILTER],
                                                       (cudnnConvolutionBwdFilterAlgo_t)c->algo, r.algo_ws, c->bytes,
-                                                      &one, e->w, dw), err);
+                                                      &zero, e->w, dw), err);
     }
     if (need_data) {
         const conv_choice *c = &e->choice[BWD_DATA];
         st = check_fits(&r, c, err);
         if (st != CT_OK)
             return st;
-        /* straight into dx (beta 1 accumulates); with padding, into the padded copy (beta 0
-         * overwrites whatever the workspace held) and then the in-bounds part is added to dx */
+        /* straight into dx (beta 0 writes, beta 1 adds where an earlier consumer wrote it); with
+         * padding, into the padded copy (beta 0 overwrites whatever the workspace held) and then
+         * the in-bounds part is written or added to dx */
+        int accumulate = l->dx_accumulate[0];
         float *target = r.dxp ? r.dxp : dx;
         CT_CUDNN_CHECK(cudnnConvolutionBackwardData(cu->dnn, &one, e->w, w, e->y, dz, e->conv[BWD_DATA],
                                                     (cudnnConvolutionBwdDataAlgo_t)c->algo, r.algo_ws, c->bytes,
-                                                    r.dxp ? &zero : &one, e->x, target), err);
+                                                    !r.dxp && accumulate ? &one : &zero, e->x, target), err);
         if (r.dxp)
             CT_CUDA_CHECK(ct_launch_crop_accumulate_nhwc(r.dxp, dx, n, g->key.h, g->key.w, g->key.c, g->hp, g->wp,
-                                                         cu->compute), err);
+                                                         accumulate, cu->compute), err);
     }
     return CT_OK;
 }
@@ -579,7 +581,8 @@ static ct_status conv_forward_op(ct_backend *be, ct_layer *l, int n, int trainin
     return st != CT_OK || n == 0 ? st : ct_cuda_named(l, conv_forward(be, l, n, err), err);
 }
 
-// dy: (n, oh, ow, f) fp32 -> dx (n, h, w, c), dw (f, kh, kw, c), db (f), each += ; failures name the layer
+// dy: (n, oh, ow, f) fp32 -> dx (n, h, w, c), dw (f, kh, kw, c), db (f), written (dx added to where
+// l->dx_accumulate says); failures name the layer
 static ct_status conv_backward_op(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     ct_status st = ct_cuda_check_layer(l, n, err);

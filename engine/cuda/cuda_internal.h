@@ -47,7 +47,7 @@ typedef struct ct_dnn_cache {
 /* ---- backend.c ---- */
 
 typedef struct ct_lt_plans ct_lt_plans;         /* matmul.c: per-shape matmul plans */
-typedef struct ct_graph_cache ct_graph_cache;   /* capture.c: captured steps by key */
+typedef struct ct_graph_cache ct_graph_cache;   /* capture.c: captured steps by step key */
 typedef struct ct_input_ring ct_input_ring;     /* input.c: device staging buffers */
 
 typedef struct ct_cuda {
@@ -159,9 +159,12 @@ int ct_cuda_conv_pick(const ct_conv_algo_perf *perf, int count, size_t limit, in
 /* ---- capture.c ---- */
 ct_status ct_cuda_graph_init(ct_cuda *cu, ct_err *err);
 void ct_cuda_graph_free(ct_cuda *cu);
-/* Drops every captured step (they hold the addresses of buffers a rebind replaces). */
+/* Drops every captured step (they hold the addresses of the backend's buffers, which reserve
+ * replaces). */
 void ct_cuda_graph_reset(ct_cuda *cu);
-ct_status ct_cuda_run_step(ct_backend *be, int key, ct_step_fn fn, void *ctx, ct_err *err);
+/* The backend's forget: drops the captured steps of network net. */
+void ct_cuda_graph_forget(ct_backend *be, const void *net);
+ct_status ct_cuda_run_step(ct_backend *be, const ct_step_key *key, void *ctx, ct_err *err);
 
 /* ---- input.c ---- */
 void ct_cuda_input_free(ct_cuda *cu);

@@ -19,10 +19,10 @@
  *
  * The forward's D has `out` rows, which is what the bias epilogues want: "Bias vector length must
  * match matrix D rows count" (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER), and the bias is
- * "broadcasted to all columns", i.e. to every sample. The backward products accumulate (beta = 1,
- * C == D with the same layout: cuBLASLt's in-place form), as gradients add up across the layers
- * that read a tensor. db is a column sum of dz by a kernel: the BGRADB epilogue overwrites db
- * instead of adding to it. */
+ * "broadcasted to all columns", i.e. to every sample. The backward products write (beta = 0):
+ * dw has this layer as its one writer, dx when this layer is its first writer in backward order;
+ * a later consumer of the same tensor adds (l->dx_accumulate: beta = 1, C == D with the same
+ * layout, cuBLASLt's in-place form). db is a column sum of dz by a kernel, written. */
 #include <stdint.h>
 
 #include "cuda/layer_common.h"
@@ -87,9 +87,10 @@ static ct_status dense_forward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 }
 
 /* dy (n, out) -> dz (n, out), the gradient at the pre-activation (act' applied), then
- *   dx (n, in)   += dz w      when the producer wants it (l->dx[0]; NULL for the data input)
- *   dw (out, in) += dz^T x
- *   db (out)     += column sums of dz */
+ *   dx (n, in)    = dz w      when the producer wants it (l->dx[0]; NULL for the data input),
+ *                             += where an earlier writer has (l->dx_accumulate)
+ *   dw (out, in)  = dz^T x
+ *   db (out)      = column sums of dz */
 static ct_status dense_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     int in = 0, out = 0;
@@ -106,16 +107,16 @@ static ct_status dense_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
     const float *x = ct_f32(l->x[0]), *w = ct_f32(l->w);
     int done = 0;
     if (l->dx[0]) {
-        /* dx^T (in x n) += w^T dz^T: A = w stored (in, out), B = dz stored (out, n). */
+        /* dx^T (in x n) (+)= w^T dz^T: A = w stored (in, out), B = dz stored (out, n). */
         st = ct_cuda_matmul(cu, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, w, in, dz, out, ct_f32(l->dx[0]), in,
-                            CUBLASLT_EPILOGUE_DEFAULT, NULL, 1, &done, err);
+                            CUBLASLT_EPILOGUE_DEFAULT, NULL, l->dx_accumulate[0], &done, err);
         if (st != CT_OK)
             return st;
     }
     if (l->dw) {
-        /* dw^T (in x out) += x^T op(dz^T): A = x stored (in, n), B = dz stored (out, n) transposed. */
+        /* dw^T (in x out) = x^T op(dz^T): A = x stored (in, n), B = dz stored (out, n) transposed. */
         st = ct_cuda_matmul(cu, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, x, in, dz, out, ct_f32(l->dw), in,
-                            CUBLASLT_EPILOGUE_DEFAULT, NULL, 1, &done, err);
+                            CUBLASLT_EPILOGUE_DEFAULT, NULL, 0, &done, err);
         if (st != CT_OK)
             return st;
     }
@@ -132,7 +133,8 @@ static ct_status dense_forward_op(ct_backend *be, ct_layer *l, int n, int traini
     return st != CT_OK || n == 0 ? st : ct_cuda_named(l, dense_forward(be, l, n, err), err);
 }
 
-// dy: (n, out) fp32 -> dx (n, in), dw (out, in), db (out), each += ; failures name the layer
+// dy: (n, out) fp32 -> dx (n, in), dw (out, in), db (out), written (dx added to where
+// l->dx_accumulate says); failures name the layer
 static ct_status dense_backward_op(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     ct_status st = ct_cuda_check_layer(l, n, err);

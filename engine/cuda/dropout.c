@@ -22,13 +22,14 @@ static ct_status dropout_forward(ct_backend *be, ct_layer *l, int n, int trainin
     return CT_OK;
 }
 
-// dy: (n, out) fp32, aux: the forward's mask -> dx +=
+// dy: (n, out) fp32, aux: the forward's mask -> dx, written or added to (l->dx_accumulate)
 static ct_status dropout_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     if (!l->dx[0])
         return CT_OK;
     CT_CUDA_CHECK(ct_launch_dropout_backward(ct_f32(l->dy), (const unsigned char *)l->aux->data, ct_f32(l->dx[0]),
-                                             ct_cuda_out_count(l, n), l->cfg->rate, ct_cuda_of(be)->compute), err);
+                                             ct_cuda_out_count(l, n), l->cfg->rate, l->dx_accumulate[0],
+                                             ct_cuda_of(be)->compute), err);
     return CT_OK;
 }
 

@@ -14,12 +14,12 @@ static ct_status flatten_forward(ct_backend *be, ct_layer *l, int n, int trainin
     return CT_OK;
 }
 
-// dy: (n, 1, 1, h * w * c) fp32 -> dx += dy, unless dx is dy itself (aliased)
+// dy: (n, 1, 1, h * w * c) fp32 -> dx = dy or dx += dy (l->dx_accumulate), unless dx is dy itself (aliased)
 static ct_status flatten_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     if (!l->dx[0] || l->dx[0]->data == l->dy->data)
         return CT_OK;
-    CT_CUDA_CHECK(ct_launch_accumulate(ct_f32(l->dy), ct_f32(l->dx[0]), ct_cuda_out_count(l, n),
+    CT_CUDA_CHECK(ct_launch_accumulate(ct_f32(l->dy), ct_f32(l->dx[0]), ct_cuda_out_count(l, n), l->dx_accumulate[0],
                                        ct_cuda_of(be)->compute), err);
     return CT_OK;
 }

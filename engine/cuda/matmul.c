@@ -22,8 +22,9 @@
 /* ---- plan cache ---- */
 
 /* Everything that decides the algorithm the heuristic returns. Alignments are those of the
- * pointers the plan was built for (the heuristic assumes 256 bytes unless told otherwise, and
- * parameters live at arbitrary float offsets in the flat parameter buffer). */
+ * pointers the plan was built for (the heuristic assumes 256 bytes unless told otherwise): the
+ * network's parameters, gradients and activation gradients all start at CT_TENSOR_ALIGN (256)
+ * bytes, but a caller may pass any pointer, so each is measured rather than assumed. */
 typedef struct lt_key {
     int32_t transa, transb;      /* cublasOperation_t */
     int64_t m, n, k;

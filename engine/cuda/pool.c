@@ -17,13 +17,13 @@ static ct_status maxpool_forward(ct_backend *be, ct_layer *l, int n, int trainin
     return CT_OK;
 }
 
-// dy, aux: (n, oh, ow, c) -> dx: (n, h, w, c) fp32, += at each argmax
+// dy, aux: (n, oh, ow, c) -> dx: (n, h, w, c) fp32, written or added to (l->dx_accumulate) at each argmax
 static ct_status maxpool_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     if (!l->dx[0])
         return CT_OK;
     ct_window_geom g = ct_layer_window(l, n);
-    CT_CUDA_CHECK(ct_launch_maxpool_backward(&g, ct_f32(l->dy), ct_i32(l->aux), ct_f32(l->dx[0]),
+    CT_CUDA_CHECK(ct_launch_maxpool_backward(&g, ct_f32(l->dy), ct_i32(l->aux), ct_f32(l->dx[0]), l->dx_accumulate[0],
                                              ct_cuda_of(be)->compute), err);
     return CT_OK;
 }
@@ -40,13 +40,14 @@ static ct_status avgpool_forward(ct_backend *be, ct_layer *l, int n, int trainin
     return CT_OK;
 }
 
-// dy: (n, oh, ow, c) -> dx: (n, h, w, c) fp32, +=
+// dy: (n, oh, ow, c) -> dx: (n, h, w, c) fp32, written or added to (l->dx_accumulate)
 static ct_status avgpool_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     if (!l->dx[0])
         return CT_OK;
     ct_window_geom g = ct_layer_window(l, n);
-    CT_CUDA_CHECK(ct_launch_avgpool_backward(&g, ct_f32(l->dy), ct_f32(l->dx[0]), ct_cuda_of(be)->compute), err);
+    CT_CUDA_CHECK(ct_launch_avgpool_backward(&g, ct_f32(l->dy), ct_f32(l->dx[0]), l->dx_accumulate[0],
+                                             ct_cuda_of(be)->compute), err);
     return CT_OK;
 }
 

@@ -91,9 +91,11 @@ ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int 
             st = l->def->infer(l, cfg->file, err);
         if (st != CT_OK)
             return st;
-        l->w_off = g->n_params;
-        l->b_off = l->w_off + l->w_count;
-        g->n_params = l->b_off + l->b_count;
+        /* each tensor aligned, so cuBLASLt, cuDNN and vector loads see aligned pointers */
+        l->w_off = g->param_span;
+        l->b_off = ct_align_count(l->w_off + l->w_count, CT_DTYPE_F32);
+        g->param_span = ct_align_count(l->b_off + l->b_count, CT_DTYPE_F32);
+        g->n_params += l->w_count + l->b_count;
         l->state_off = g->n_state;
         g->n_state += l->state_count;
     }
@@ -140,6 +142,13 @@ static int aliases_input(const ct_layer *l)
     return l->def->aliases_input && l->in[0] != CT_INPUT_NODE;
 }
 
+/* Elements of a layer's activation gradient in the act_grads block at batch n, padded so that
+ * the next one starts aligned; 0 for an aliasing layer, which has none of its own. */
+static size_t grad_span(const ct_layer *l, int n)
+{
+    return aliases_input(l) ? 0 : ct_align_count((size_t)n * ct_shape_size(l->out), CT_DTYPE_F32);
+}
+
 static size_t aux_bytes(const ct_layer *l, int n)
 {
     if (!l->def->aux_count)
@@ -176,13 +185,41 @@ static ct_tensor *view(ct_graph *g, const ct_tensor *flat, size_t offset, size_t
     return slot(g, ct_tensor_make(base, flat->dtype, rows, (ct_shape){1, 1, (int)(count / (size_t)rows)}));
 }
 
+/* 1 when a layer after layer i (in config order, so before it in backward order), or an input of
+ * layer i before input k, delivers a gradient into `buffer`. A flatten shares its producer's
+ * gradient buffer, so buffers are told apart by address; aliasing layers deliver nothing. */
+static int written_before(const ct_graph *g, int i, int k, const void *buffer)
+{
+    for (int j = g->n_layers - 1; j >= i; j--) {
+        const ct_layer *l = &g->layers[j];
+        if (aliases_input(l))
+            continue;
+        for (int q = 0; q < (j == i ? k : l->n_in); q++)
+            if (l->dx[q] && l->dx[q]->data == buffer)
+                return 1;
+    }
+    return 0;
+}
+
+/* ct_layer.dx_accumulate: the first writer of each activation gradient in backward order writes
+ * it, the later ones add to it, so no gradient needs clearing before a step. A buffer nobody
+ * writes (a layer no other reads, but for the last, whose dy the loss writes) keeps the zeros it
+ * was allocated with. */
+static void mark_gradient_writers(ct_graph *g)
+{
+    for (int i = 0; i < g->n_layers; i++) {
+        ct_layer *l = &g->layers[i];
+        for (int k = 0; k < l->n_in; k++)
+            l->dx_accumulate[k] = l->dx[k] && !aliases_input(l) && written_before(g, i, k, l->dx[k]->data);
+    }
+}
+
 static ct_status bind_layers(ct_graph *g, ct_err *err)
 {
     int n = g->batch;
     size_t grad_elems = 0, offset = 0;
     for (int i = 0; i < g->n_layers; i++)
-        if (!aliases_input(&g->layers[i]))
-            grad_elems += (size_t)n * ct_shape_size(g->layers[i].out);
+        grad_elems += grad_span(&g->layers[i], n);
     /* every activation gradient in one block (fp32 here; the layers' dtypes once they differ) */
     g->act_grads = own_flat(g, CT_DTYPE_F32, grad_elems);
     g->tensors = calloc((size_t)g->n_layers * TENSORS_PER_LAYER, sizeof *g->tensors);
@@ -202,7 +239,7 @@ static ct_status bind_layers(ct_graph *g, ct_err *err)
             l->y = slot(g, own_tensor(g, l->dtype, n, l->out));
             char *grads = (char *)g->act_grads.data + offset * ct_dtype_size(g->act_grads.dtype);
             l->dy = slot(g, ct_tensor_make(grads, l->dtype, n, l->out));
-            offset += l->dy->count;
+            offset += grad_span(l, n);
         }
         l->z = ct_layer_keeps_preactivation(l) ? slot(g, own_tensor(g, l->dtype, n, l->out)) : l->y;
         l->aux = NULL;
@@ -221,16 +258,19 @@ static ct_status bind_layers(ct_graph *g, ct_err *err)
         l->db = l->b_count ? view(g, &g->grads, l->b_off, l->b_count, 1) : NULL;
         l->state = l->state_count ? view(g, &g->state, l->state_off, l->state_count, 1) : NULL;
     }
+    mark_gradient_writers(g);
     return CT_OK;
 }
 
 /* Initial parameters on the host, then one upload. */
 static ct_status init_params(ct_graph *g, uint64_t seed, ct_err *err)
 {
-    float *host = calloc(g->n_params + g->n_state + 1, sizeof(float));
+    /* calloc: the padding between tensors starts at zero, and the optimizer keeps it there (its
+     * gradient is never written) */
+    float *host = calloc(g->param_span + g->n_state + 1, sizeof(float));
     if (!host)
         return ct_fail(err, CT_ERR_NOMEM, "out of memory initialising parameters");
-    float *host_state = host + g->n_params;
+    float *host_state = host + g->param_span;
     for (int i = 0; i < g->n_layers; i++) {
         const ct_layer *l = &g->layers[i];
         if (!l->def->init)
@@ -252,7 +292,7 @@ static int has_m(ct_optimizer opt) { return opt != CT_OPT_SGD; }
 static int has_v(ct_optimizer opt) { return opt == CT_OPT_ADAM || opt == CT_OPT_ADAMW; }
 
 /* Parameters, their gradients and the optimizer's moments are fp32 whatever the activations are. */
-static size_t param_bytes(const ct_graph *g) { return g->n_params * ct_dtype_size(CT_DTYPE_F32); }
+static size_t param_bytes(const ct_graph *g) { return g->param_span * ct_dtype_size(CT_DTYPE_F32); }
 
 void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan)
 {
@@ -265,10 +305,9 @@ void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer op
     for (int i = 0; i < g->n_layers; i++) {
         const ct_layer *l = &g->layers[i];
         size_t out = n * ct_shape_size(l->out) * ct_dtype_size(l->dtype);
-        if (!aliases_input(l)) {
+        if (!aliases_input(l))
             plan->activations += out;
-            plan->gradients += out;
-        }
+        plan->gradients += grad_span(l, batch) * ct_dtype_size(CT_DTYPE_F32);
         if (ct_layer_keeps_preactivation(l))
             plan->activations += out;
         plan->activations += aux_bytes(l, batch);
@@ -295,12 +334,15 @@ ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt
                            mib(limit), batch, mib(p.total), mib(p.params), mib(p.optimizer), mib(p.activations),
                            mib(p.gradients), mib(p.workspace), mib(p.inputs));
     }
+    /* a capture of a step on this network (at this address) from an earlier binding holds buffers
+     * that are gone or about to be replaced */
+    be->ops->forget(be, g);
     g->be = be;
     g->batch = batch;
-    g->params = own_flat(g, CT_DTYPE_F32, g->n_params);
-    g->grads = own_flat(g, CT_DTYPE_F32, g->n_params);
-    g->opt_m = has_m(opt) ? own_flat(g, CT_DTYPE_F32, g->n_params) : ct_tensor_flat(NULL, CT_DTYPE_F32, 0);
-    g->opt_v = has_v(opt) ? own_flat(g, CT_DTYPE_F32, g->n_params) : ct_tensor_flat(NULL, CT_DTYPE_F32, 0);
+    g->params = own_flat(g, CT_DTYPE_F32, g->param_span);
+    g->grads = own_flat(g, CT_DTYPE_F32, g->param_span);
+    g->opt_m = has_m(opt) ? own_flat(g, CT_DTYPE_F32, g->param_span) : ct_tensor_flat(NULL, CT_DTYPE_F32, 0);
+    g->opt_v = has_v(opt) ? own_flat(g, CT_DTYPE_F32, g->param_span) : ct_tensor_flat(NULL, CT_DTYPE_F32, 0);
     g->state = own_flat(g, CT_DTYPE_F32, g->n_state);
     g->x = own_tensor(g, CT_DTYPE_F32, batch, g->input);
     g->labels = own_tensor(g, CT_DTYPE_I32, batch, (ct_shape){1, 1, 1});
@@ -319,9 +361,13 @@ ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt
 
 void ct_graph_free(ct_graph *g)
 {
-    if (g->be)
+    if (g->be) {
+        /* captured steps on these buffers must never be replayed, nor another network that comes
+         * to live at this address be taken for this one */
+        g->be->ops->forget(g->be, g);
         for (int i = 0; i < g->n_owned; i++)
             g->be->dev->ops->free(g->be->dev, g->owned[i]);
+    }
     free(g->owned);
     free(g->tensors);
     free(g->layers);
@@ -341,18 +387,14 @@ ct_status ct_graph_forward(ct_graph *g, int n, int training, ct_err *err)
     return CT_OK;
 }
 
-ct_status ct_graph_zero_grads(ct_graph *g, int n, ct_err *err)
-{
-    (void)n; /* the whole block: cheap next to a step, and layout stays batch-independent */
-    ct_device *dev = g->be->dev;
-    ct_status st = dev->ops->zero(dev, g->act_grads.data, ct_tensor_bytes(&g->act_grads), err);
-    if (st == CT_OK)
-        st = dev->ops->zero(dev, g->grads.data, ct_tensor_bytes(&g->grads), err);
-    return st;
-}
-
 ct_status ct_graph_backward(ct_graph *g, int n, ct_err *err)
 {
+    if (n == 0) {
+        /* no layer writes anything for no samples: their gradients are zero (a replica whose
+         * share of a small batch is empty still takes part in the all-reduce) */
+        ct_device *dev = g->be->dev;
+        return dev->ops->zero(dev, g->grads.data, ct_tensor_bytes(&g->grads), err);
+    }
     for (int i = g->n_layers - 1; i >= 0; i--) {
         ct_layer *l = &g->layers[i];
         ct_status st = g->be->ops->layers[l->type]->backward(g->be, l, n, err);

@@ -11,17 +11,21 @@ typedef struct ct_graph {
     int n_layers;
     ct_shape input;          /* per-sample input shape */
     int classes;
-    size_t n_params;         /* elements of the flat parameter tensor */
+    size_t n_params;         /* trainable values: every layer's weights and biases (what a
+                              * checkpoint stores, packed) */
+    size_t param_span;       /* elements of the flat parameter, gradient and moment tensors: each
+                              * layer's weights and biases start CT_TENSOR_ALIGN-aligned
+                              * (w_off, b_off), zero padding between them */
     size_t n_state;          /* elements of non-trained state (batch-norm running statistics) */
 
-    /* Bound by ct_graph_bind (backend memory). Flat tensors; opt_m, opt_v have NULL data when the
-     * optimizer keeps no such moment. */
+    /* Bound by ct_graph_bind (backend memory). Flat tensors (params, grads, opt_m, opt_v of
+     * param_span elements); opt_m, opt_v have NULL data when the optimizer keeps no such moment. */
     ct_backend *be;
     int batch;               /* the largest n a step may use */
     ct_tensor params, grads, opt_m, opt_v, state;
     ct_tensor x;             /* (batch, input) */
     ct_tensor labels;        /* (batch) int32 */
-    ct_tensor act_grads;     /* every layer's dy, one block */
+    ct_tensor act_grads;     /* every layer's dy, one block, each CT_TENSOR_ALIGN-aligned */
     ct_tensor *tensors;      /* the layers' tensors, which their pointers refer to */
     int n_tensors;
     void **owned;            /* allocations to free */
@@ -47,19 +51,22 @@ void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer op
 /* Resolves inputs, infers shapes and checks them (errors name the layer's line). */
 ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int classes, ct_err *err);
 /* Allocates every tensor for batches up to `batch` on be's device, has the backend reserve its
- * workspace, initialises parameters from `seed`. With a limit (bytes, 0 = none) a plan above it
+ * workspace (dropping every captured step) and forget what it kept for a network at this address,
+ * initialises parameters from `seed`. With a limit (bytes, 0 = none) a plan above it
  * is refused before anything is allocated, saying how much the batch needs. */
 ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, uint64_t seed,
                         size_t limit, ct_err *err);
+/* Frees the network's buffers, after its backend has dropped the steps captured on them. */
 void ct_graph_free(ct_graph *g);
 
 /* Forward pass over n samples of g->x; the logits are the last layer's output. Dropout draws its
  * masks from the seed of the backend's last set_step. */
 ct_status ct_graph_forward(ct_graph *g, int n, int training, ct_err *err);
-/* Backward pass from the last layer's dy (the loss gradient); gradients must have been zeroed
- * (ct_graph_zero_grads) before the loss wrote dy. */
+/* Backward pass over n samples from the last layer's dy (the loss gradient, which the loss
+ * writes). Writes every parameter gradient and every activation gradient it reaches, first writers
+ * writing and later ones adding (ct_layer.dx_accumulate), so nothing is cleared before it; at
+ * n = 0 the parameter gradients are zero. */
 ct_status ct_graph_backward(ct_graph *g, int n, ct_err *err);
-ct_status ct_graph_zero_grads(ct_graph *g, int n, ct_err *err);
 
 static inline ct_layer *ct_graph_output(ct_graph *g) { return &g->layers[g->n_layers - 1]; }
 

@@ -36,7 +36,8 @@ typedef struct ct_layer {
     /* convolution and pooling geometry (kernel, stride, leading pads) */
     int kh, kw, stride, pad_t, pad_l;
 
-    /* Trainable parameters as element offsets into the network's flat parameter tensor:
+    /* Trainable parameters as element offsets into the network's flat parameter tensor (and the
+     * gradient and moment tensors laid out alike), each a multiple of CT_TENSOR_ALIGN bytes:
      * w = weights (dense (units, in), conv (f, kh, kw, c)) or batch-norm gamma; b = bias or beta.
      * Non-trained state (batch-norm running mean then running variance) in the state tensor. */
     size_t w_off, w_count, b_off, b_count;
@@ -51,6 +52,13 @@ typedef struct ct_layer {
     ct_tensor *dx[CT_MAX_INPUTS];
     ct_tensor *y, *dy, *z, *aux;
     ct_tensor *w, *b, *dw, *db, *state;
+
+    /* Set by ct_graph_bind: how backward delivers dx[k]. Nothing is cleared before a step: a
+     * backward writes dw and db (this layer is their one writer), and writes dx[k] when it is the
+     * first writer of that buffer in backward order (dx_accumulate[k] = 0) or adds into it when a
+     * later consumer of the same producer already wrote it (1): a tensor read by several layers,
+     * a residual add's inputs, a layer that reads one tensor twice. */
+    unsigned char dx_accumulate[CT_MAX_INPUTS];
 } ct_layer;
 
 /* The rules of one layer type. */

@@ -90,8 +90,6 @@ static ct_status step_work(void *p, ct_err *err)
     ct_layer *out = ct_graph_output(g);
     ct_status st = ct_graph_forward(g, c->n, 1, err);
     if (st == CT_OK)
-        st = ct_graph_zero_grads(g, c->n, err);
-    if (st == CT_OK)
         st = be->ops->loss(be, out->y, &g->labels, out->dy, c->n, err);
     if (st == CT_OK)
         st = ct_graph_backward(g, c->n, err);
@@ -127,10 +125,11 @@ ct_status ct_train_step(ct_net *net, int n, float lr, ct_err *err)
     for (int i = 0; i < net->n_replicas && st == CT_OK; i++) {
         ct_replica *r = &net->replicas[i];
         step_ctx ctx = {net, r, slice_size(net, i, n)};
+        /* a captured step is specific to its work, the replica's buffers and the batch size */
+        ct_step_key key = {step_work, &r->graph, ctx.n};
         st = r->be->ops->set_step(r->be, &s, err);
-        /* the batch size is the shape that a captured step is specific to */
         if (st == CT_OK)
-            st = r->be->ops->run_step(r->be, ctx.n, step_work, &ctx, err);
+            st = r->be->ops->run_step(r->be, &key, &ctx, err);
     }
     if (st == CT_OK)
         net->step++;

@@ -1,0 +1,301 @@
+/* Captured steps and the buffers they hold (engine/cuda/capture.c, engine/step_cache.c). On one
+ * CUDA backend with graphs on: a network trains K Adam steps through run_step (run directly,
+ * captured, replayed); an evaluation through run_step at the same batch size must run the
+ * evaluation, not replay the training step (the parameters stay as they are, the loss is the
+ * direct evaluation's); then the network is freed and bound again on the same backend (new
+ * buffers) and trains K steps through run_step once more: its parameters, moments and batch-norm
+ * statistics must be bit for bit those of a fresh network on a fresh backend, and its evaluation
+ * the fresh one's. A capture that outlived its network's buffers, or was keyed on the batch size
+ * alone, fails this. Exits 77 (skipped) without a GPU. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/handle.h"
+#include "tests/test_util.h"
+
+#ifdef CUTRAIN_HAVE_CUDA
+#include "tests/gpu_test.h"
+
+enum { K = 4, BATCH = 24, CLASSES = 10 };
+enum { SALT_DROPOUT = 0x44524f50 };  /* train.c's salt for the dropout seeds */
+
+static const char *const NET =
+    "[data]\nformat = synthetic\nshape = 10, 10, 3\nclasses = 10\ncount = 96\ntest_count = 0\n"
+    "[train]\nbatch = 24\noptimizer = adam\nlearning_rate = 0.003\nseed = 5\n"
+    "[c1]\ntype = conv2d\nfilters = 8\nsize = 3\npadding = same\nbias = off\n"
+    "[bn]\ntype = batchnorm\n"
+    "[act]\ntype = activation\nactivation = relu\n"
+    "[mp]\ntype = maxpool\nsize = 2\n"
+    "[c2]\ntype = conv2d\nfilters = 8\nsize = 3\npadding = same\nactivation = relu\n"
+    "[res]\ntype = add\ninputs = mp, c2\n"
+    "[drop]\ntype = dropout\nrate = 0.2\n"
+    "[flat]\ntype = flatten\n"
+    "[out]\ntype = dense\nunits = 10\n";
+
+typedef struct step_ctx {
+    ct_graph *g;
+    ct_optim_step opt;
+    int n;
+} step_ctx;
+
+/* Forward (training), loss, backward, optimizer: the step as engine/train.c runs it. */
+static ct_status train_work(void *p, ct_err *err)
+{
+    step_ctx *c = p;
+    ct_graph *g = c->g;
+    ct_backend *be = g->be;
+    ct_layer *out = ct_graph_output(g);
+    ct_status st = ct_graph_forward(g, c->n, 1, err);
+    if (st == CT_OK)
+        st = be->ops->loss(be, out->y, &g->labels, out->dy, c->n, err);
+    if (st == CT_OK)
+        st = ct_graph_backward(g, c->n, err);
+    if (st == CT_OK)
+        st = be->ops->optimizer_step(be, &c->opt, err);
+    return st;
+}
+
+/* Evaluation: forward with running statistics, the loss without a gradient. */
+static ct_status eval_work(void *p, ct_err *err)
+{
+    step_ctx *c = p;
+    ct_graph *g = c->g;
+    ct_status st = ct_graph_forward(g, c->n, 0, err);
+    if (st == CT_OK)
+        st = g->be->ops->loss(g->be, ct_graph_output(g)->y, &g->labels, NULL, c->n, err);
+    return st;
+}
+
+static int ok_or_report(ct_status st, const char *what, const ct_err *err)
+{
+    CHECK_MSG(st == CT_OK, "%s: %s", what, err->msg);
+    return st == CT_OK;
+}
+
+/* Batch k (the same numbers whenever asked for) into g->x and g->labels. */
+static int put_batch(ct_graph *g, int k)
+{
+    size_t per = ct_shape_size(g->input), count = (size_t)BATCH * per;
+    float *x = xmalloc(count * sizeof *x);
+    int32_t *y = xmalloc(BATCH * sizeof *y);
+    ct_rng rng = {ct_hash3(123, (uint64_t)k, 0)};
+    for (size_t i = 0; i < count; i++)
+        x[i] = 2.0f * ct_rng_uniform(&rng) - 1.0f;
+    for (int i = 0; i < BATCH; i++)
+        y[i] = (int32_t)(ct_rng_next(&rng) % CLASSES);
+    ct_device *dev = g->be->dev;
+    ct_err err = {0};
+    ct_status st = dev->ops->upload(dev, g->x.data, x, count * sizeof *x, &err);
+    if (st == CT_OK)
+        st = dev->ops->upload(dev, g->labels.data, y, BATCH * sizeof *y, &err);
+    free(x);
+    free(y);
+    return ok_or_report(st, "uploading a batch", &err);
+}
+
+static ct_step_scalars scalars_of(const ct_train_config *tc, int k)
+{
+    return (ct_step_scalars){
+        .lr = tc->learning_rate, .t = k, .bias1 = ct_adam_bias(tc->beta1, k), .bias2 = ct_adam_bias(tc->beta2, k),
+        .dropout_seed = ct_hash3(tc->seed, SALT_DROPOUT, (uint64_t)(k - 1)),
+    };
+}
+
+static step_ctx context_of(ct_graph *g, const ct_train_config *tc)
+{
+    return (step_ctx){
+        .g = g, .n = BATCH,
+        .opt = {.kind = CT_OPT_ADAM, .params = &g->params, .grads = &g->grads, .m = &g->opt_m, .v = &g->opt_v,
+                .beta1 = tc->beta1, .beta2 = tc->beta2, .epsilon = tc->epsilon, .weight_decay = tc->weight_decay},
+    };
+}
+
+/* K training steps through run_step from the network's initial state. */
+static int train(ct_graph *g, const ct_train_config *tc)
+{
+    ct_backend *be = g->be;
+    step_ctx c = context_of(g, tc);
+    ct_step_key key = {train_work, g, BATCH};
+    ct_err err = {0};
+    for (int k = 1; k <= K; k++) {
+        ct_step_scalars s = scalars_of(tc, k);
+        if (!put_batch(g, k) || !ok_or_report(be->ops->set_step(be, &s, &err), "set_step", &err) ||
+            !ok_or_report(be->ops->run_step(be, &key, &c, &err), "a training step through run_step", &err))
+            return 0;
+    }
+    return 1;
+}
+
+/* The evaluation loss sum of batch 1000, directly (through = 0) or `through` times through
+ * run_step (the sum of the calls); the metric accumulators are cleared first. */
+static int evaluate(ct_graph *g, const ct_train_config *tc, int through, double *loss)
+{
+    ct_backend *be = g->be;
+    step_ctx c = context_of(g, tc);
+    ct_step_key key = {eval_work, g, BATCH};
+    ct_err err = {0};
+    long correct;
+    if (!put_batch(g, 1000) || !ok_or_report(be->ops->read_metrics(be, loss, &correct, 1, &err), "read", &err))
+        return 0;
+    if (!through && !ok_or_report(eval_work(&c, &err), "evaluation", &err))
+        return 0;
+    for (int i = 0; i < through; i++)
+        if (!ok_or_report(be->ops->run_step(be, &key, &c, &err), "evaluation through run_step", &err))
+            return 0;
+    return ok_or_report(be->ops->read_metrics(be, loss, &correct, 1, &err), "read_metrics", &err);
+}
+
+/* The parameters, moments (their padding included) and batch-norm statistics, downloaded. */
+typedef struct state {
+    float *params, *m, *v, *bn;
+    size_t span, n_state;
+} state;
+
+static int take(ct_graph *g, state *s)
+{
+    ct_device *dev = g->be->dev;
+    ct_err err = {0};
+    s->span = g->param_span;
+    s->n_state = g->n_state;
+    size_t pb = ct_tensor_bytes(&g->params), sb = ct_tensor_bytes(&g->state);
+    s->params = xmalloc(pb);
+    s->m = xmalloc(pb);
+    s->v = xmalloc(pb);
+    s->bn = xmalloc(sb);
+    ct_status st = dev->ops->download(dev, s->params, g->params.data, pb, &err);
+    if (st == CT_OK)
+        st = dev->ops->download(dev, s->m, g->opt_m.data, pb, &err);
+    if (st == CT_OK)
+        st = dev->ops->download(dev, s->v, g->opt_v.data, pb, &err);
+    if (st == CT_OK)
+        st = dev->ops->download(dev, s->bn, g->state.data, sb, &err);
+    return ok_or_report(st, "downloading the network's state", &err);
+}
+
+static void drop(state *s)
+{
+    free(s->params);
+    free(s->m);
+    free(s->v);
+    free(s->bn);
+    memset(s, 0, sizeof *s);
+}
+
+static void same_bits(const char *what, const char *buf, const float *a, const float *b, size_t n)
+{
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++)
+        differ += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    printf("%-34s %-7s %s (%zu values)\n", what, buf, differ ? "DIFFER" : "bit-identical", n);
+    CHECK_MSG(differ == 0, "%s: %s: %zu of %zu values differ", what, buf, differ, n);
+}
+
+static void compare(const char *what, const state *a, const state *b)
+{
+    CHECK(a->span == b->span && a->n_state == b->n_state);
+    if (a->span != b->span || a->n_state != b->n_state)
+        return;
+    same_bits(what, "params", a->params, b->params, a->span);
+    same_bits(what, "adam m", a->m, b->m, a->span);
+    same_bits(what, "adam v", a->v, b->v, a->span);
+    same_bits(what, "bn", a->bn, b->bn, a->n_state);
+}
+
+/* Builds and binds the network on be at BATCH. */
+static int bind(ct_graph *g, ct_net *net, ct_backend *be)
+{
+    ct_err err = {0};
+    ct_status st = ct_graph_build(g, &net->cfg, net->graph.input, net->graph.classes, &err);
+    if (st == CT_OK)
+        st = ct_graph_bind(g, be, BATCH, CT_OPT_ADAM, net->cfg.train.seed, 0, &err);
+    return ok_or_report(st, "binding the network", &err);
+}
+
+/* The fresh network: its own backend, K steps, its state and evaluation loss. */
+static int fresh_run(ct_net *net, state *s, double *eval_loss)
+{
+    ct_backend *be = NULL;
+    ct_err err = {0};
+    ct_graph g;
+    memset(&g, 0, sizeof g);
+    int ok = ok_or_report(ct_gpu_test_open(&be, &(ct_cuda_options){.graphs = 1, .allow_tf32 = 0}, &err),
+                          "a fresh CUDA backend", &err);
+    ok = ok && bind(&g, net, be) && train(&g, &net->cfg.train) && take(&g, s) &&
+         evaluate(&g, &net->cfg.train, 0, eval_loss);
+    CHECK_MSG(!ok || be->graphs == 1, "graphs were turned off: %s", be->note);
+    ct_graph_free(&g);
+    ct_gpu_test_close(be);
+    return ok;
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int absent = ct_gpu_test_absent();
+    if (absent)
+        return absent;
+    ct_net *net = NULL;
+    ct_status st = ct_open_string(NET, "rebind.ini", &net);
+    if (st == CT_OK)
+        st = ct_net_build_graph(net);
+    CHECK_MSG(st == CT_OK, "%s", ct_errmsg(net));
+    if (st != CT_OK) {
+        ct_close(net);
+        return ct_test_done();
+    }
+    const ct_train_config *tc = &net->cfg.train;
+    state fresh = {0}, first = {0}, again = {0}, rebound = {0};
+    double fresh_eval = 0.0, direct_eval = 0.0, thrice_eval = 0.0, rebound_eval = 0.0;
+    int ok = fresh_run(net, &fresh, &fresh_eval);
+
+    ct_backend *be = NULL;
+    ct_err err = {0};
+    ct_graph g;
+    memset(&g, 0, sizeof g);
+    ok = ok && ok_or_report(ct_gpu_test_open(&be, &(ct_cuda_options){.graphs = 1, .allow_tf32 = 0}, &err),
+                            "the CUDA backend", &err);
+    /* the first binding: K steps (direct, captured, replayed), as the fresh network */
+    ok = ok && bind(&g, net, be) && train(&g, tc) && take(&g, &first);
+    if (ok)
+        compare("first binding vs fresh network", &first, &fresh);
+
+    /* evaluation at the training step's batch size, through run_step: another step function, so
+     * run directly, captured and replayed as its own; a replay of the training step would move
+     * the parameters and give the training loss */
+    ok = ok && evaluate(&g, tc, 0, &direct_eval) && evaluate(&g, tc, 3, &thrice_eval) && take(&g, &again);
+    if (ok) {
+        printf("evaluation at n = %d: loss sum %.7g directly, %.7g over 3 run_step calls\n", BATCH, direct_eval,
+               thrice_eval);
+        CHECK_MSG(direct_eval > 0.0, "evaluation loss sum %g", direct_eval);
+        CHECK_NEAR(thrice_eval, 3.0 * direct_eval, 1e-5 * 3.0 * direct_eval);
+        compare("after evaluating through run_step", &again, &first);
+    }
+
+    /* free and bind again on the same backend: new buffers, the captures of the old ones gone */
+    ct_graph_free(&g);
+    ok = ok && bind(&g, net, be) && train(&g, tc) && take(&g, &rebound) && evaluate(&g, tc, 3, &rebound_eval);
+    if (ok) {
+        compare("rebound vs fresh network", &rebound, &fresh);
+        printf("evaluation after the rebind: loss sum %.7g over 3 run_step calls, fresh network %.7g once\n",
+               rebound_eval, fresh_eval);
+        CHECK_NEAR(rebound_eval, 3.0 * fresh_eval, 1e-5 * 3.0 * fresh_eval);
+        CHECK_MSG(be->graphs == 1, "graphs were turned off: %s", be->note);
+    }
+    CHECK_MSG(ok, "the run did not complete");
+    drop(&fresh);
+    drop(&first);
+    drop(&again);
+    drop(&rebound);
+    ct_graph_free(&g);
+    ct_gpu_test_close(be);
+    ct_close(net);
+    return ct_test_done();
+}
+#else
+int main(void)
+{
+    printf("skipped: built without the CUDA backend\n");
+    return 77;
+}
+#endif

@@ -1,0 +1,219 @@
+/* The bound network's memory layout (engine/graph/graph.c) on the CPU backend, with every layer
+ * type and sizes that are no multiple of 64 floats: every parameter, gradient and optimizer-moment
+ * tensor and every activation gradient starts CT_TENSOR_ALIGN (256) bytes aligned, the tensors do
+ * not overlap, the padding between them starts zero and is counted by the memory plan, and a
+ * checkpoint holds the parameters packed per tensor (so it does not depend on the padding) and
+ * restores them to the same places. */
+#include <stdint.h>
+
+#include "api/handle.h"
+#include "checkpoint/checkpoint.h"
+#include "tests/test_util.h"
+
+static const char *const NET =
+    "[data]\nformat = synthetic\nshape = 11, 9, 3\nclasses = 7\ncount = 64\ntest_count = 0\n"
+    "[train]\nbatch = 5\noptimizer = adam\ndevices = cpu\nseed = 11\n"
+    "[c1]\ntype = conv2d\nfilters = 5\nsize = 3\npadding = same\nactivation = relu\n"
+    "[bn]\ntype = batchnorm\n"
+    "[act]\ntype = activation\nactivation = tanh\n"
+    "[mp]\ntype = maxpool\nsize = 2\n"
+    "[c2]\ntype = conv2d\nfilters = 5\nsize = 3\npadding = same\nbias = off\n"
+    "[res]\ntype = add\ninputs = mp, c2\nactivation = relu\n"
+    "[ap]\ntype = avgpool\nsize = 2\nstride = 1\n"
+    "[drop]\ntype = dropout\nrate = 0.1\n"
+    "[flat]\ntype = flatten\n"
+    "[d1]\ntype = dense\nunits = 13\nactivation = gelu\n"
+    "[d2]\ntype = dense\nunits = 7\n";
+
+static int aligned(const void *p)
+{
+    return (uintptr_t)p % CT_TENSOR_ALIGN == 0;
+}
+
+/* The layer's parameter tensors and their gradients and moments at 256 bytes; offsets in order. */
+static void check_parameters(const ct_graph *g)
+{
+    CHECK(aligned(g->params.data) && aligned(g->grads.data) && aligned(g->opt_m.data) && aligned(g->opt_v.data));
+    CHECK(g->params.count == g->param_span && g->grads.count == g->param_span && g->opt_m.count == g->param_span &&
+          g->opt_v.count == g->param_span);
+    size_t end = 0, packed = 0, tensors = 0;
+    for (int i = 0; i < g->n_layers; i++) {
+        const ct_layer *l = &g->layers[i];
+        const char *name = l->cfg->name;
+        const ct_tensor *own[4] = {l->w, l->dw, l->b, l->db};
+        const size_t offset[4] = {l->w_off, l->w_off, l->b_off, l->b_off};
+        const size_t count[4] = {l->w_count, l->w_count, l->b_count, l->b_count};
+        for (int t = 0; t < 4; t++) {
+            CHECK_MSG((own[t] != NULL) == (count[t] > 0), "[%s] tensor %d bound %s", name, t, own[t] ? "yes" : "no");
+            if (!own[t])
+                continue;
+            tensors++;
+            CHECK_MSG(aligned(own[t]->data), "[%s] tensor %d at %p is not %d-byte aligned", name, t, own[t]->data,
+                      CT_TENSOR_ALIGN);
+            CHECK_MSG(own[t]->count == count[t], "[%s] tensor %d has %zu values, not %zu", name, t, own[t]->count,
+                      count[t]);
+            /* the moments are laid out as the parameters */
+            const char *m = (const char *)g->opt_m.data + offset[t] * sizeof(float);
+            const char *v = (const char *)g->opt_v.data + offset[t] * sizeof(float);
+            CHECK_MSG(aligned(m) && aligned(v), "[%s] tensor %d's moments are not aligned", name, t);
+        }
+        /* weights, then biases, each after the end of the one before */
+        if (l->w_count) {
+            CHECK_MSG(l->w_off >= end, "[%s] weights at %zu overlap what ends at %zu", name, l->w_off, end);
+            end = l->w_off + l->w_count;
+        }
+        if (l->b_count) {
+            CHECK_MSG(l->b_off >= end, "[%s] biases at %zu overlap what ends at %zu", name, l->b_off, end);
+            end = l->b_off + l->b_count;
+        }
+        packed += l->w_count + l->b_count;
+    }
+    CHECK(end <= g->param_span);
+    CHECK_MSG(packed == g->n_params, "n_params %zu, the layers hold %zu", g->n_params, packed);
+    /* at most one 64-float block of padding per tensor: alignment, not waste */
+    CHECK_MSG(g->param_span < g->n_params + 64 * tensors / 2 + 64, "span %zu for %zu values in %zu tensors",
+              g->param_span, g->n_params, tensors / 2);
+    CHECK_MSG(g->param_span > g->n_params, "the test's sizes should need padding (span %zu, values %zu)",
+              g->param_span, g->n_params);
+    printf("%zu parameter values in %zu tensors, span %zu\n", g->n_params, tensors / 2, g->param_span);
+}
+
+/* Every activation gradient at 256 bytes, inside the block, in order; a flatten shares its
+ * producer's. */
+static void check_activation_gradients(const ct_graph *g)
+{
+    const char *block = g->act_grads.data, *end = block;
+    CHECK(aligned(block));
+    for (int i = 0; i < g->n_layers; i++) {
+        const ct_layer *l = &g->layers[i];
+        const char *dy = l->dy->data;
+        CHECK_MSG(aligned(dy), "[%s] dy at %p is not %d-byte aligned", l->cfg->name, l->dy->data, CT_TENSOR_ALIGN);
+        if (l->def->aliases_input) {
+            CHECK_MSG(dy == g->layers[l->in[0]].dy->data, "[%s] dy is not its producer's", l->cfg->name);
+            continue;
+        }
+        CHECK_MSG(dy >= end, "[%s] dy overlaps the gradient before it", l->cfg->name);
+        end = dy + ct_tensor_bytes(l->dy);
+    }
+    CHECK(end <= block + ct_tensor_bytes(&g->act_grads));
+}
+
+/* The values of the layers' parameter tensors in layer order, weights then biases. */
+static float *packed_params(const ct_graph *g)
+{
+    float *out = malloc((g->n_params ? g->n_params : 1) * sizeof(float)), *p = out;
+    const float *span = ct_f32(&g->params);
+    for (int i = 0; out && i < g->n_layers; i++) {
+        const ct_layer *l = &g->layers[i];
+        memcpy(p, span + l->w_off, l->w_count * sizeof(float));
+        p += l->w_count;
+        memcpy(p, span + l->b_off, l->b_count * sizeof(float));
+        p += l->b_count;
+    }
+    return out;
+}
+
+/* 1 when every value outside the parameter tensors is zero. */
+static int padding_zero(const ct_graph *g, const float *span)
+{
+    size_t at = 0;
+    for (int i = 0; i < g->n_layers; i++) {
+        const ct_layer *l = &g->layers[i];
+        for (; at < l->w_off; at++)
+            if (span[at] != 0.0f)
+                return 0;
+        at = l->w_off + l->w_count;
+        for (; l->b_count && at < l->b_off; at++)
+            if (span[at] != 0.0f)
+                return 0;
+        if (l->b_count)
+            at = l->b_off + l->b_count;
+    }
+    for (; at < g->param_span; at++)
+        if (span[at] != 0.0f)
+            return 0;
+    return 1;
+}
+
+/* A checkpoint stores the parameters packed (the format's parameter count is the layers' sum) and
+ * puts them back at the aligned offsets. */
+static void check_checkpoint(ct_net *net, ct_graph *g)
+{
+    ct_err err = {0};
+    ct_checkpoint ck;
+    float *want = packed_params(g);
+    ct_status st = ct_net_snapshot(net, -1.0, &ck, &err);
+    CHECK_MSG(st == CT_OK, "snapshot: %s", err.msg);
+    if (st != CT_OK || !want) {
+        ct_checkpoint_free(&ck);
+        free(want);
+        return;
+    }
+    CHECK(ck.n_params == g->n_params && ck.m && ck.v);
+    CHECK_MSG(memcmp(ck.params, want, g->n_params * sizeof(float)) == 0, "the checkpoint's parameters are not the "
+              "layers' tensors packed in order");
+    /* the file itself: parsed back, the same values */
+    size_t len = ct_checkpoint_size(&ck);
+    uint8_t *buf = malloc(len);
+    ct_checkpoint back;
+    memset(&back, 0, sizeof back);
+    if (buf) {
+        ct_checkpoint_serialize(&ck, buf);
+        st = ct_checkpoint_parse(buf, len, "layout.ckpt", &back, &err);
+        CHECK_MSG(st == CT_OK, "parse: %s", err.msg);
+        CHECK(st != CT_OK || (back.n_params == g->n_params &&
+                              memcmp(back.params, want, g->n_params * sizeof(float)) == 0));
+    }
+    /* scramble the bound tensors (padding included), restore: every value back in its place,
+     * the padding zero again */
+    float *params = ct_f32(&g->params), *m = ct_f32(&g->opt_m);
+    for (size_t i = 0; i < g->param_span; i++)
+        params[i] = m[i] = 7.0f;
+    st = ct_net_restore(net, st == CT_OK && buf ? &back : &ck, "layout.ckpt", &err);
+    CHECK_MSG(st == CT_OK, "restore: %s", err.msg);
+    float *got = packed_params(g);
+    CHECK(got && memcmp(got, want, g->n_params * sizeof(float)) == 0);
+    CHECK_MSG(padding_zero(g, params), "restore left the padding between parameter tensors non-zero");
+    CHECK_MSG(padding_zero(g, m), "restore left the padding between moment tensors non-zero");
+    free(got);
+    free(buf);
+    ct_checkpoint_free(&back);
+    ct_checkpoint_free(&ck);
+    free(want);
+}
+
+int main(void)
+{
+    ct_net *net = NULL;
+    ct_status st = ct_open_string(NET, "layout.ini", &net);
+    if (st == CT_OK)
+        st = ct_prepare(net);
+    CHECK_MSG(st == CT_OK, "%s", ct_errmsg(net));
+    if (st != CT_OK) {
+        ct_close(net);
+        return ct_test_done();
+    }
+    ct_graph *g = &net->replicas[0].graph;
+    ct_backend *be = net->replicas[0].be;
+    CHECK(be->dev->host_memory);  /* the test reads the tensors directly */
+    check_parameters(g);
+    check_activation_gradients(g);
+    CHECK_MSG(padding_zero(g, ct_f32(&g->params)), "initial parameters have non-zero padding");
+
+    /* the plan counts the padding: it equals what binding allocated */
+    ct_memory_plan plan;
+    ct_graph_plan(g, be, g->batch, net->cfg.train.optimizer, &plan);
+    CHECK_MSG(plan.total == g->allocated, "plan %zu bytes, allocated %zu", plan.total, g->allocated);
+    CHECK(plan.params == 2 * ct_tensor_bytes(&g->params) && plan.gradients == ct_tensor_bytes(&g->act_grads));
+
+    /* a few training steps keep the padding of the parameters and moments zero */
+    for (int k = 0; k < 3 && st == CT_OK; k++)
+        st = ct_train_step(net, g->batch, 0.01f, &net->err);
+    CHECK_MSG(st == CT_OK, "%s", ct_errmsg(net));
+    CHECK_MSG(padding_zero(g, ct_f32(&g->params)) && padding_zero(g, ct_f32(&g->opt_m)) &&
+              padding_zero(g, ct_f32(&g->opt_v)), "training made the padding non-zero");
+
+    check_checkpoint(net, g);
+    ct_close(net);
+    return ct_test_done();
+}
