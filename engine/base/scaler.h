@@ -11,7 +11,7 @@
  * log and into checkpoints.
  *
  * Dynamic (growth_steps > 0): halve on a skipped step (never below 1, as Keras), double after
- * growth_steps clean steps in a row (Keras and PyTorch: start 2^15, 2000 steps). Fixed
+ * growth_steps clean steps in a row, up to 2^24 (Keras and PyTorch: start 2^15, 2000 steps). Fixed
  * (growth_steps == 0, `loss_scale = NUMBER`): the scale never changes, and a step with a
  * non-finite gradient is still skipped rather than written into the weights. */
 #ifndef CT_SCALER_H
@@ -35,6 +35,7 @@ typedef struct ct_scaler {
 } ct_scaler;
 
 #define CT_LOSS_SCALE_MIN 1.0f
+#define CT_LOSS_SCALE_MAX 0x1p24f   /* doubling stops here, short of overflowing to inf */
 
 /* After the optimizer has read the verdict: count the step, move the scale, clear the verdict. */
 static inline CT_HOST_DEVICE void ct_scaler_update(ct_scaler *s)
@@ -47,7 +48,7 @@ static inline CT_HOST_DEVICE void ct_scaler_update(ct_scaler *s)
     } else {
         s->applied_steps++;
         if (s->growth_steps > 0 && ++s->clean_steps >= s->growth_steps) {
-            s->scale *= 2.0f;
+            s->scale = s->scale * 2.0f > CT_LOSS_SCALE_MAX ? CT_LOSS_SCALE_MAX : s->scale * 2.0f;
             s->clean_steps = 0;
         }
     }
