@@ -203,10 +203,41 @@ int ct_launch_sgd_step(float *w, const float *g, float *vel, long n, const ct_de
 int ct_launch_adam_step(float *w, const float *g, float *m, float *v, long n, const ct_device_step *step,
                         float beta1, float beta2, float eps, float weight_decay, int decoupled, void *stream);
 
+/* Mixed precision's forms of the two (the plain launchers are these with scaler = w_half = NULL).
+ * w, g and the moments stay fp32 (the masters); lr is still step->lr.
+ * scaler: the loss scaler in device memory, or NULL. When given, every thread reads its verdict
+ * first: scaler->nonfinite != 0 (the unscale pass found an inf or NaN gradient) and the kernel
+ * changes nothing at all (w, vel, m, v, w_half keep their bits). Else the update runs, and Adam
+ * takes t = scaler->applied_steps + 1 with bias corrections (float)(1 - pow(beta, t)) formed in
+ * double in the kernel, as the CPU backend's ct_cpu_adam_step (step->bias1, bias2 are not read),
+ * so a skipped step does not advance t. ct_launch_scaler_update must run after it in stream order.
+ * w_half: (n) half_dtype (CT_DTYPE_F16 or CT_DTYPE_BF16, else cudaErrorInvalidValue), or NULL:
+ * after the update w_half[i] = round(w[i]), the half copy the forward pass reads; half_dtype is
+ * ignored without it. */
+int ct_launch_sgd_step_dt(float *w, const float *g, float *vel, long n, const ct_device_step *step, float momentum,
+                          int nesterov, float weight_decay, const ct_scaler *scaler, void *w_half, int half_dtype,
+                          void *stream);
+int ct_launch_adam_step_dt(float *w, const float *g, float *m, float *v, long n, const ct_device_step *step,
+                           float beta1, float beta2, float eps, float weight_decay, int decoupled,
+                           const ct_scaler *scaler, void *w_half, int half_dtype, void *stream);
+
+/* s: (1) device memory. One thread runs ct_scaler_update (engine/base/scaler.h): counts the step
+ * applied or skipped, halves or doubles the scale, clears the verdict. Enqueue it after every
+ * optimizer launch of the step (they read the verdict it clears) and before the next step's loss. */
+int ct_launch_scaler_update(ct_scaler *s, void *stream);
+
 /* ---- reductions (kernels/reduce.cu) ---- */
 
 /* x: (n) fp32; *count (device) += the number of NaN or infinite elements. */
 int ct_launch_count_nonfinite(const float *x, long n, unsigned *count, void *stream);
+
+/* The loss scaler's unscale pass. g: (n) fp32 parameter gradients, in place; scaler: (1) device
+ * memory. inv = 1.0f / scaler->scale (IEEE division, once per thread); g = g * inv; then the number
+ * of inf or NaN values AFTER the multiply is added to scaler->nonfinite (one atomicAdd per block
+ * that found any): what is counted is what the optimizer would read, including a finite gradient
+ * that a fixed scale below 1 overflows; inf and NaN stay non-finite through the multiply. Several
+ * launches (one per gradient buffer) add into the same verdict. */
+int ct_launch_unscale_gradients(float *g, long n, ct_scaler *scaler, void *stream);
 
 /* ---- input augmentation (kernels/augment.cu) ---- */
 
@@ -241,6 +272,13 @@ int ct_launch_augment_u8(const unsigned char *src, float *dst, int n, int h, int
  * one-hot out of its row's gradient. */
 int ct_launch_softmax_xent(const float *logits, const int *labels, float *dlogits, float *loss_sum,
                            unsigned *correct, int n, int k, float grad_scale, void *stream);
+/* The same with the loss scale: scaler (1) in device memory, read by the kernel (a replayed graph
+ * sees the current scale), or NULL (then exactly ct_launch_softmax_xent, bit for bit).
+ *   dlogits = ((softmax - onehot(label)) * grad_scale) * scaler->scale    (two roundings, in that order)
+ * The logits stay fp32 (the output layer is fp32 in mixed precision); the loss is not scaled. */
+int ct_launch_softmax_xent_scaled(const float *logits, const int *labels, float *dlogits, float *loss_sum,
+                                  unsigned *correct, int n, int k, float grad_scale, const ct_scaler *scaler,
+                                  void *stream);
 
 #ifdef __cplusplus
 }
