@@ -21,6 +21,9 @@ constexpr unsigned kFullMask = 0xffffffffu;
 // logits, dlogits: (n, k) fp32; labels: (n); loss_sum, correct: (1) or NULL; scaler: (1) or NULL.
 // dlogits may alias logits: each lane reads an element in pass 3 before writing it, and passes
 // 1 and 2 of the whole warp are finished by then (the shuffles synchronise the warp).
+// kScaled: a scaler is given (a template parameter, so that the unscaled kernel is the one that
+// ran before loss scaling existed, instruction for instruction).
+template <bool kScaled>
 __global__ void __launch_bounds__(kThreads)
 softmax_xent_kernel(const float *logits, const int *labels, float *dlogits, float *loss_sum,
                     unsigned *correct, int n, int k, float grad_scale, const ct_scaler *scaler)
@@ -84,13 +87,13 @@ softmax_xent_kernel(const float *logits, const int *labels, float *dlogits, floa
             const float inv = 1.0f / sum;
             // The loss scale multiplies after grad_scale, a rounding of its own; none without a
             // scaler, so the unscaled gradient keeps its bits.
-            const float scale = scaler ? scaler->scale : 1.0f;
+            const float scale = kScaled ? scaler->scale : 1.0f;
             for (int j = lane; j < k; j += kWarp) {
                 float p = expf(x[j] - best) * inv;
                 if (j == label)
                     p -= 1.0f;
                 const float gp = p * grad_scale;
-                d[j] = scaler ? __fmul_rn(gp, scale) : gp;
+                d[j] = kScaled ? __fmul_rn(gp, scale) : gp;
             }
         }
     }
@@ -130,8 +133,12 @@ extern "C" int ct_launch_softmax_xent_scaled(const float *logits, const int *lab
     if (!logits || !labels)
         return (int)cudaErrorInvalidValue;
     const unsigned blocks = (unsigned)(((long long)n + kRowsPerBlock - 1) / kRowsPerBlock);
-    softmax_xent_kernel<<<blocks, kThreads, 0, (cudaStream_t)stream>>>(logits, labels, dlogits, loss_sum,
-                                                                      correct, n, k, grad_scale, scaler);
+    if (scaler)
+        softmax_xent_kernel<true><<<blocks, kThreads, 0, (cudaStream_t)stream>>>(logits, labels, dlogits, loss_sum,
+                                                                                correct, n, k, grad_scale, scaler);
+    else
+        softmax_xent_kernel<false><<<blocks, kThreads, 0, (cudaStream_t)stream>>>(logits, labels, dlogits, loss_sum,
+                                                                                 correct, n, k, grad_scale, scaler);
     return (int)cudaGetLastError();
 }
 

@@ -13,6 +13,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_runtime.h>
 
@@ -25,18 +26,25 @@ namespace {
 using namespace ct_launch;
 using ct_half::narrow;
 
+// The optimizer kernels are templates over two choices fixed at launch: kScaled (a loss scaler is
+// given) and H, the half copy's type, or NoCopy. Both compile away when absent, so the plain fp32
+// launchers run exactly the kernels they ran before mixed precision existed.
+struct NoCopy {};
+
 // The scaler's verdict: true when this step's update must change nothing. Read by every thread
 // (the verdict is final: the unscale pass ran before in stream order, and ct_scaler_update, which
 // clears it, runs after).
-__device__ __forceinline__ bool skip_step(const ct_scaler *scaler) { return scaler && scaler->nonfinite != 0; }
+template <bool kScaled> __device__ __forceinline__ bool skip_step(const ct_scaler *scaler)
+{
+    return kScaled && scaler->nonfinite != 0;
+}
 
-// The updated weight into the half copy, when there is one. H is float for "no copy" (then w_half
-// is null), so that the fp32 launchers share the kernel.
+// The updated weight into the half copy, when there is one.
 template <typename H> __device__ __forceinline__ void store_copy(H *w_half, size_t i, float w)
 {
-    if (w_half)
-        w_half[i] = narrow<H>(w);
+    w_half[i] = narrow<H>(w);
 }
+__device__ __forceinline__ void store_copy(NoCopy *, size_t, float) {}
 
 // ---- SGD ----
 
@@ -69,11 +77,11 @@ __device__ __forceinline__ float sgd_elem(float w, float g, float *vel, float lr
 }
 
 // w, g, vel: (n) fp32; vel unused when momentum == 0; scaler or NULL; w_half: (n) H or NULL
-template <typename Index, typename H>
+template <typename Index, typename H, bool kScaled>
 __global__ void sgd_kernel(float *w, const float *g, float *vel, Index n, const ct_device_step *step,
                            SgdParams p, const ct_scaler *scaler, H *w_half)
 {
-    if (skip_step(scaler))
+    if (skip_step<kScaled>(scaler))
         return;
     const float lr = step->lr;
     const Index stride = (Index)gridDim.x * blockDim.x;
@@ -87,11 +95,11 @@ __global__ void sgd_kernel(float *w, const float *g, float *vel, Index n, const 
 // w, g, vel: (n) fp32, 16-byte aligned; the n / 4 whole float4s go through the loop, the n % 4
 // last elements to the first threads, so one launch covers any n. w_half: (n) H or NULL, written
 // element by element (it needs only its type's alignment).
-template <typename Index, typename H>
+template <typename Index, typename H, bool kScaled>
 __global__ void sgd_vec4_kernel(float *w, const float *g, float *vel, Index n, const ct_device_step *step,
                                 SgdParams p, const ct_scaler *scaler, H *w_half)
 {
-    if (skip_step(scaler))
+    if (skip_step<kScaled>(scaler))
         return;
     const float lr = step->lr;
     const Index n4 = n / 4;
@@ -138,15 +146,18 @@ struct AdamParams {
 // scaler: NULL (bias corrections from step, as the host computed them) or the loss scaler (skip on
 // its verdict; t = applied_steps + 1 and the corrections computed here, so that a skipped step does
 // not advance t and no host write is needed per step). w_half: (n) H or NULL.
-template <typename Index, typename H>
+template <typename Index, typename H, bool kScaled>
 __global__ void adam_kernel(float *w, const float *g, float *m, float *v, Index n, const ct_device_step *step,
                             AdamParams p, const ct_scaler *scaler, H *w_half)
 {
-    if (skip_step(scaler))
+    if (skip_step<kScaled>(scaler))
         return;
     const float lr = step->lr;
-    float bias1 = step->bias1, bias2 = step->bias2;
-    if (scaler) {
+    float bias1, bias2;
+    if (!kScaled) {
+        bias1 = step->bias1;
+        bias2 = step->bias2;
+    } else {
         // In double and rounded once, as the CPU backend's ct_cpu_adam_step forms them, so that both
         // backends agree (CUDA's double pow is within 2 ulp of double: the float almost always
         // matches). Once per thread: cheap beside the loop.
@@ -179,10 +190,18 @@ bool copy_args_ok(const void *w_half, int half_dtype)
     return !w_half || half_dtype == CT_DTYPE_F16 || half_dtype == CT_DTYPE_BF16;
 }
 
-// f(Tag<H>{}) with H the copy's type, float when there is no copy.
-template <typename F> int with_copy(const void *w_half, int half_dtype, F &&f)
+// f(Tag<H>{}, kScaled) with H the copy's type (NoCopy without one) and kScaled as a
+// std::integral_constant<bool, ...>: every combination a kernel instantiation of its own.
+template <typename F> int with_variant(const void *w_half, int half_dtype, const ct_scaler *scaler, F &&f)
 {
-    return ct_half::with(w_half ? half_dtype : (int)CT_DTYPE_F32, f);
+    auto pick_copy = [&](auto scaled) {
+        if (!w_half)
+            return f(ct_half::Tag<NoCopy>{}, scaled);
+        return ct_half::with(half_dtype, [&](auto tag) { return f(tag, scaled); });
+    };
+    if (scaler)
+        return pick_copy(std::integral_constant<bool, true>{});
+    return pick_copy(std::integral_constant<bool, false>{});
 }
 
 }  // namespace
@@ -210,24 +229,26 @@ extern "C" int ct_launch_sgd_step_dt(float *w, const float *g, float *vel, long 
     cudaStream_t s = (cudaStream_t)stream;
     const long long total = (long long)n;
     const bool vec4 = aligned16(w) && aligned16(g) && (!vel || aligned16(vel));
-    return with_copy(w_half, half_dtype, [&](auto tag) {
+    return with_variant(w_half, half_dtype, scaler, [&](auto tag, auto scaled) {
         using H = CT_TYPE_OF(tag);
+        constexpr bool S = decltype(scaled)::value;
         H *copy = (H *)w_half;
         if (vec4) {
             const unsigned blocks = blocks_for(total / 4 > 0 ? total / 4 : 1);
             if (total <= INT_MAX)
-                sgd_vec4_kernel<unsigned, H><<<blocks, kThreads, 0, s>>>(w, g, vel, (unsigned)total, step, p, scaler,
-                                                                         copy);
+                sgd_vec4_kernel<unsigned, H, S><<<blocks, kThreads, 0, s>>>(w, g, vel, (unsigned)total, step, p,
+                                                                            scaler, copy);
             else
-                sgd_vec4_kernel<unsigned long long, H><<<blocks, kThreads, 0, s>>>(
+                sgd_vec4_kernel<unsigned long long, H, S><<<blocks, kThreads, 0, s>>>(
                     w, g, vel, (unsigned long long)total, step, p, scaler, copy);
         } else {
             const unsigned blocks = blocks_for(total);
             if (total <= INT_MAX)
-                sgd_kernel<unsigned, H><<<blocks, kThreads, 0, s>>>(w, g, vel, (unsigned)total, step, p, scaler, copy);
+                sgd_kernel<unsigned, H, S><<<blocks, kThreads, 0, s>>>(w, g, vel, (unsigned)total, step, p, scaler,
+                                                                       copy);
             else
-                sgd_kernel<unsigned long long, H><<<blocks, kThreads, 0, s>>>(w, g, vel, (unsigned long long)total,
-                                                                              step, p, scaler, copy);
+                sgd_kernel<unsigned long long, H, S><<<blocks, kThreads, 0, s>>>(
+                    w, g, vel, (unsigned long long)total, step, p, scaler, copy);
         }
         return (int)cudaGetLastError();
     });
@@ -263,14 +284,15 @@ extern "C" int ct_launch_adam_step_dt(float *w, const float *g, float *m, float 
     p.decoupled = decoupled != 0;
     cudaStream_t s = (cudaStream_t)stream;
     const unsigned blocks = blocks_for(n);
-    return with_copy(w_half, half_dtype, [&](auto tag) {
+    return with_variant(w_half, half_dtype, scaler, [&](auto tag, auto scaled) {
         using H = CT_TYPE_OF(tag);
+        constexpr bool S = decltype(scaled)::value;
         H *copy = (H *)w_half;
         if (n <= INT_MAX)
-            adam_kernel<unsigned, H><<<blocks, kThreads, 0, s>>>(w, g, m, v, (unsigned)n, step, p, scaler, copy);
+            adam_kernel<unsigned, H, S><<<blocks, kThreads, 0, s>>>(w, g, m, v, (unsigned)n, step, p, scaler, copy);
         else
-            adam_kernel<unsigned long long, H><<<blocks, kThreads, 0, s>>>(w, g, m, v, (unsigned long long)n, step, p,
-                                                                           scaler, copy);
+            adam_kernel<unsigned long long, H, S><<<blocks, kThreads, 0, s>>>(w, g, m, v, (unsigned long long)n, step,
+                                                                              p, scaler, copy);
         return (int)cudaGetLastError();
     });
 }
