@@ -25,11 +25,11 @@
  * The arithmetic rule for half tensors: every value read is widened to fp32 (exactly), computed on
  * exactly as the fp32 kernel does, in the same order, and rounded to the stored type once, on
  * store, to nearest even (CUDA's __float2half_rn / __float2bfloat16_rn, engine/base/half.h on the
- * host). So a half result is the fp32 kernel's result on the widened inputs, rounded: bit for bit
- * wherever the fp32 kernel's result is exact arithmetic (the host reproduces it from half.h), within
- * one unit in the last place of the half type where it calls a transcendental (sigmoid, tanh, gelu:
- * the fp32 value may differ from the host's libm in its last bits, which moves the rounding only
- * when it sits at a tie between two half values). NaN stays NaN but its payload is not promised
+ * host). So a half result is the fp32 kernel's result on the widened inputs, rounded: the host
+ * reproduces it bit for bit (with half.h) wherever the fp32 kernel uses only IEEE-rounded +, -, *, /
+ * and sqrt, and within one unit in the last place of the half type where it calls a
+ * transcendental (sigmoid, tanh, gelu: the fp32 value may differ from the host libm's in its last
+ * bits, which moves the half rounding only when it lies that close to a rounding boundary). NaN stays NaN but its payload is not promised
  * (the GPU's conversion may return a canonical NaN where half.h keeps the payload's top bits).
  * Half tensors need only their type's 2-byte alignment: the half paths use scalar loads. */
 #ifndef CT_KERNELS_H
