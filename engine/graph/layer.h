@@ -103,6 +103,8 @@ static inline int ct_layer_keeps_preactivation(const ct_layer *l)
 
 /* Shared by dense and conv2d: `bias = on|off` and `init = auto|he|glorot`. */
 extern const struct ct_key_table ct_weight_keys;
+/* Shared by dense, conv2d and batchnorm (the types with parameters): `dtype = auto | fp32`. */
+extern const struct ct_key_table ct_dtype_keys;
 
 /* Shared by dense and conv2d: He (relu-like) or Glorot uniform, per `init` and the activation. */
 void ct_init_uniform_fan(float *w, size_t count, int fan_in, int fan_out, ct_init init,
