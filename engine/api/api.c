@@ -227,10 +227,9 @@ static ct_status open_cpu(ct_net *net, ct_device **dev, ct_backend **be)
 static ct_status choose_backend(ct_net *net, ct_device **dev, ct_backend **be)
 {
     const char *devices = net->cfg.train.devices;
+#ifdef CUTRAIN_HAVE_CUDA
     ct_err *err = &net->err;
-    if (net->cfg.train.precision == CT_PREC_FP16)
-        return ct_fail_at(err, CT_ERR_CONFIG, net->cfg.file, net->cfg.train.line,
-                          "precision = fp16 is not available yet (it comes with the float16 path); use fp32");
+#endif
     if (strcmp(devices, "cpu") == 0) {
         snprintf(net->backend_reason, sizeof net->backend_reason, "devices = cpu");
         return open_cpu(net, dev, be);
@@ -239,6 +238,11 @@ static ct_status choose_backend(ct_net *net, ct_device **dev, ct_backend **be)
     int count = 0;
     char why[160] = "";
     ct_cuda_devices(&count, why, sizeof why); /* a failure is a reason to use the CPU */
+    if (count > 0 && net->cfg.train.precision != CT_PREC_FP32)
+        return ct_fail_at(err, CT_ERR_BACKEND, net->cfg.file, net->cfg.train.line,
+                          "precision = %s on the CUDA backend comes with its half-precision kernels (not in this "
+                          "build); train it on the CPU with devices = cpu, or use precision = fp32",
+                          net->cfg.train.precision == CT_PREC_FP16 ? "fp16" : "bf16");
     if (count > 0)
         return open_cuda(net, count, dev, be);
     snprintf(net->backend_reason, sizeof net->backend_reason, "devices = %s: no CUDA device (%s), so the CPU trains",
@@ -278,6 +282,10 @@ static ct_status open_replicas(ct_net *net)
     net->batch = net->cfg.train.batch;
     st = ct_replica_open(&net->replicas[0], 0, dev, be, &net->cfg, net->graph.input, net->graph.classes,
                          net->batch, net->cfg.train.seed, memory_limit(&net->cfg.train), &net->err);
+    if (st == CT_OK && net->cfg.train.precision == CT_PREC_FP16) {
+        ct_scaler s = ct_train_scaler_start(&net->cfg.train);
+        st = be->ops->scaler_set(be, &s, &net->err);
+    }
     return st == CT_OK ? ct_comm_single_create(&net->comm, &net->err) : st;
 }
 

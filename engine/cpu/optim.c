@@ -1,6 +1,8 @@
 /* Optimizer updates over one flat parameter buffer, following torch.optim's formulas. */
 #include <math.h>
 
+#include "base/half.h"
+#include "base/tensor.h"
 #include "cpu/cpu_ops.h"
 
 // w, g, vel: (n); vel unused (may be NULL) when momentum is 0
@@ -29,6 +31,13 @@ void ct_cpu_adam_step(float *w, const float *g, float *m, float *v, size_t n, fl
     /* bias corrections in double: 1 - beta^t is tiny on the first steps */
     const float bc1 = (float)(1.0 - pow(beta1, (double)t));
     const float bc2 = (float)(1.0 - pow(beta2, (double)t));
+    ct_cpu_adam_step_bc(w, g, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, bc1, bc2);
+}
+
+// w, g, m, v: (n); bc1, bc2: the bias corrections of this step
+void ct_cpu_adam_step_bc(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                         float beta2, float eps, float weight_decay, int decoupled, float bc1, float bc2)
+{
     const float l2 = decoupled ? 0.0f : weight_decay;
     const float shrink = decoupled ? 1.0f - lr * weight_decay : 1.0f;
 #pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
@@ -39,5 +48,29 @@ void ct_cpu_adam_step(float *w, const float *g, float *m, float *v, size_t n, fl
         /* AdamW decays the weight before the Adam step, as PyTorch's w.mul_(1 - lr * wd) */
         float wi = w[i] * shrink;
         w[i] = wi - lr * (m[i] / bc1) / (sqrtf(v[i] / bc2) + eps);
+    }
+}
+
+// g: (n) fp32, scaled in place
+long ct_cpu_unscale(float *g, size_t n, float inv_scale)
+{
+    long bad = 0;
+#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > CT_CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        g[i] *= inv_scale;
+        bad += !isfinite(g[i]);
+    }
+    return bad;
+}
+
+// w: (n) fp32; h: (n) fp16 or bf16 bits
+void ct_cpu_round_params(const float *w, uint16_t *h, size_t n, int half_dtype)
+{
+    if (half_dtype == CT_DTYPE_F16) {
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
+        for (size_t i = 0; i < n; i++) h[i] = ct_f16_from_f32(w[i]);
+    } else {
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
+        for (size_t i = 0; i < n; i++) h[i] = ct_bf16_from_f32(w[i]);
     }
 }

@@ -69,6 +69,17 @@ ct_optim_step ct_train_optim_step(const ct_train_config *t, ct_graph *g)
         .m = g->opt_m.data ? &g->opt_m : NULL, .v = g->opt_v.data ? &g->opt_v : NULL,
         .momentum = t->momentum, .beta1 = t->beta1, .beta2 = t->beta2,
         .epsilon = t->epsilon, .weight_decay = t->weight_decay, .nesterov = t->nesterov,
+        .params_half = g->params_half.data ? &g->params_half : NULL,
+        .scaled = t->precision == CT_PREC_FP16,
+    };
+}
+
+ct_scaler ct_train_scaler_start(const ct_train_config *t)
+{
+    /* a fixed scale never moves (growth 0); dynamic starts at loss_scale_init */
+    return (ct_scaler){
+        .scale = t->loss_scale > 0 ? t->loss_scale : t->loss_scale_init,
+        .growth_steps = t->loss_scale > 0 ? 0 : t->loss_scale_growth_steps,
     };
 }
 
@@ -95,6 +106,9 @@ static ct_status step_work(void *p, ct_err *err)
         st = ct_graph_backward(g, c->n, err);
     if (st == CT_OK)
         st = c->net->comm->ops->all_reduce_mean(c->net->comm, r->rank, be, &g->grads, err);
+    /* fp16: the gradients back to their true size, non-finite values counted for the update */
+    if (st == CT_OK && c->net->cfg.train.precision == CT_PREC_FP16)
+        st = be->ops->unscale(be, &g->grads, err);
     if (st == CT_OK) {
         ct_optim_step s = ct_train_optim_step(&c->net->cfg.train, g);
         st = be->ops->optimizer_step(be, &s, err);
