@@ -318,7 +318,7 @@ static void test_edits(const uint8_t *buf, size_t len)
     put_u32(copy + OFF_VERSION, 7);
     recrc(copy, len);
     expect_refusal(copy, len, CT_ERR_DATA,
-                   SRC ": written by a newer cutrain (format version 7, this build reads up to 1)", "newer");
+                   SRC ": written by a newer cutrain (format version 7, this build reads up to 2)", "newer");
 
     memcpy(copy, buf, len);
     put_u32(copy + OFF_VERSION, 0);

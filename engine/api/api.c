@@ -448,3 +448,38 @@ long ct_train_images(const ct_net *net)
 {
     return net ? net->train.count : 0;
 }
+
+ct_status ct_memory_info_get(ct_net *net, int batch, ct_memory_info *info)
+{
+    if (!net || !info || batch < 0)
+        return CT_ERR_USAGE;
+    ct_status st = ct_net_build_graph(net);
+    if (st != CT_OK)
+        return st;
+    if (batch == 0)
+        batch = net->cfg.train.batch;
+    /* the plan asks a backend for its workspace: a CPU one, which allocates nothing to answer */
+    ct_device *dev = NULL;
+    ct_backend *be = NULL;
+    st = ct_cpu_device_create(&dev, &net->err);
+    if (st == CT_OK)
+        st = ct_cpu_backend_create(&be, dev, &net->err);
+    if (st == CT_OK) {
+        ct_memory_plan p;
+        ct_graph_plan(&net->graph, be, batch, net->cfg.train.optimizer, &p);
+        *info = (ct_memory_info){
+            .batch = batch, .params = (long long)p.params, .params_half = (long long)p.params_half,
+            .optimizer = (long long)p.optimizer, .state = (long long)p.state, .inputs = (long long)p.inputs,
+            .activations = (long long)p.activations, .gradients = (long long)p.gradients,
+            .workspace = (long long)p.workspace, .total = (long long)p.total,
+            .fp32 = (long long)p.by_dtype[CT_DTYPE_F32], .fp16 = (long long)p.by_dtype[CT_DTYPE_F16],
+            .bf16 = (long long)p.by_dtype[CT_DTYPE_BF16], .int32 = (long long)p.by_dtype[CT_DTYPE_I32],
+            .uint8 = (long long)p.by_dtype[CT_DTYPE_U8],
+        };
+    }
+    if (be)
+        be->ops->destroy(be);
+    if (dev)
+        dev->ops->destroy(dev);
+    return st;
+}
