@@ -173,6 +173,9 @@ static const char *difference(const ct_checkpoint *a, const ct_checkpoint *b)
     if (memcmp(&a->loss_scale, &b->loss_scale, sizeof a->loss_scale) != 0) return "loss scale";
     if (a->has_master != b->has_master) return "has_master";
     if (memcmp(&a->test_accuracy, &b->test_accuracy, sizeof a->test_accuracy) != 0) return "test accuracy";
+    if (a->precision != b->precision || a->has_scaler != b->has_scaler) return "precision/has_scaler";
+    if (a->clean_steps != b->clean_steps || a->growth_steps != b->growth_steps ||
+        a->applied_steps != b->applied_steps || a->skipped_steps != b->skipped_steps) return "scaler";
     return "";
 }
 
@@ -256,6 +259,41 @@ static void test_round_trips(void)
     memset(ck.layers[1].name, 'n', 255);
     ck.layers[1].name[255] = '\0';
     round_trip(&ck, "adamw, long name");
+    ct_checkpoint_free(&ck);
+
+    /* version 2: an fp16 run with its scaler, and a bf16 one without; fp32 stays version 1 */
+    static const uint32_t precisions[] = {CT_PREC_FP16, CT_PREC_BF16, CT_PREC_FP32};
+    for (int p = 0; p < 3; p++) {
+        make_small(&ck, CT_OPT_ADAM, 1, 1);
+        ck.precision = precisions[p];
+        ck.has_master = ck.precision != CT_PREC_FP32;
+        ck.has_scaler = ck.precision == CT_PREC_FP16;
+        if (ck.has_scaler) {
+            ck.loss_scale = 4096.0f;
+            ck.clean_steps = 17;
+            ck.growth_steps = 2000;
+            ck.applied_steps = 123456789012LL;
+            ck.skipped_steps = 7;
+        }
+        size_t len;
+        uint8_t *bytes = to_bytes(&ck, &len);
+        CHECK_MSG(get_u32(bytes + 8) == (ck.precision == CT_PREC_FP32 ? 1u : 2u), "precision %u written as version %u",
+                  (unsigned)ck.precision, (unsigned)get_u32(bytes + 8));
+        free(bytes);
+        round_trip(&ck, ck.precision == CT_PREC_FP16 ? "fp16 with scaler" : ck.precision == CT_PREC_BF16 ? "bf16" : "fp32");
+        ct_checkpoint_free(&ck);
+    }
+    /* a scaler outside the scale's bounds is refused */
+    make_small(&ck, CT_OPT_SGD, 0, 0);
+    ck.precision = CT_PREC_FP16;
+    ck.has_scaler = 1;
+    ck.loss_scale = 0.25f;
+    {
+        size_t len;
+        uint8_t *bytes = to_bytes(&ck, &len);
+        expect_refusal(bytes, len, CT_ERR_DATA, "bad loss scaler", "scale below 1");
+        free(bytes);
+    }
     ct_checkpoint_free(&ck);
 
     memset(&ck, 0, sizeof ck);
