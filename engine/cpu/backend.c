@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/half.h"
 #include "cpu/cpu_backend.h"
 
 /* Every type through the half path (half.c), which runs the type's fp32 ops (ct_cpu_<type>_ops)
@@ -210,8 +211,10 @@ static void cpu_destroy(ct_backend *be)
 {
     if (!be)
         return;
-    if (be->impl)
+    if (be->impl) {
         release_buffers(be);
+        free(ct_cpu_of(be)->f16_values);
+    }
     free(be->impl);
     free(be);
 }
@@ -242,11 +245,16 @@ ct_status ct_cpu_backend_create(ct_backend **out, ct_device *dev, ct_err *err)
         return ct_fail(err, CT_ERR_USAGE, "the CPU backend needs a device with host memory (ct_cpu_device_create)");
     ct_backend *be = calloc(1, sizeof *be);
     ct_cpu_state *st = calloc(1, sizeof *st);
-    if (!be || !st) {
+    float *f16 = malloc(65536 * sizeof *f16);
+    if (!be || !st || !f16) {
         free(be);
         free(st);
+        free(f16);
         return ct_fail(err, CT_ERR_NOMEM, "out of memory creating the CPU backend");
     }
+    for (uint32_t h = 0; h < 65536; h++)
+        f16[h] = ct_f32_from_f16((uint16_t)h);
+    st->f16_values = f16;
     be->ops = &cpu_ops;
     be->dev = dev;
     be->impl = st;

@@ -37,14 +37,15 @@ static int needs_staging(const ct_layer *l)
 }
 
 // src: (count) of t's dtype (fp32, fp16, bf16); dst: (count) fp32; round: fp16 / bf16 to round
-// fp32 values to (what a half layer reads of an fp32 tensor), fp32 for none
-static void widen(const ct_tensor *t, size_t count, float *dst, ct_dtype round)
+// fp32 values to (what a half layer reads of an fp32 tensor), fp32 for none; f16: the backend's
+// table of every fp16 value
+static void widen(const ct_tensor *t, size_t count, float *dst, ct_dtype round, const float *f16)
 {
     const void *src = t->data;
     if (t->dtype == CT_DTYPE_F16) {
         const uint16_t *h = src;
 #pragma omp parallel for schedule(static) if (count > CT_CPU_PAR_MIN)
-        for (size_t i = 0; i < count; i++) dst[i] = ct_f32_from_f16(h[i]);
+        for (size_t i = 0; i < count; i++) dst[i] = f16[h[i]];
     } else if (t->dtype == CT_DTYPE_BF16) {
         const uint16_t *h = src;
 #pragma omp parallel for schedule(static) if (count > CT_CPU_PAR_MIN)
@@ -73,6 +74,20 @@ static void narrow(const float *src, size_t count, ct_tensor *t)
 #pragma omp parallel for schedule(static) if (count > CT_CPU_PAR_MIN)
         for (size_t i = 0; i < count; i++) h[i] = ct_bf16_from_f32(src[i]);
     }
+}
+
+/* Whether a type's fp32 backward reads its inputs x and its outputs y / z: those that do not
+ * (pools route dy by argmax or evenly, dropout by its mask, add and concat pass dy on) are not
+ * widened for it. */
+static int backward_reads_x(const ct_layer *l)
+{
+    return l->type == CT_LAYER_DENSE || l->type == CT_LAYER_CONV2D || l->type == CT_LAYER_BATCHNORM ||
+           l->type == CT_LAYER_ACTIVATION;
+}
+
+static int backward_reads_y(const ct_layer *l)
+{
+    return l->type == CT_LAYER_ACTIVATION || (l->def->fused_activation && l->act != CT_ACT_LINEAR);
 }
 
 /* The staging of one op: a bump allocator over the workspace's tail, and the fp32 stand-ins. */
@@ -112,32 +127,32 @@ static void stage_layer(ct_backend *be, const ct_layer *l, int n, int backward, 
     s->copy = *l;
     ct_layer *c = &s->copy;
     const ct_dtype round = ct_dtype_is_half(l->dtype) ? l->dtype : CT_DTYPE_F32;
-    for (int k = 0; k < l->n_in; k++) {
+    for (int k = 0; k < l->n_in && (!backward || backward_reads_x(l)); k++) {
         const ct_tensor *x = l->x[k];
         if (is_half(x) || round != CT_DTYPE_F32) {
             size_t count = rows_count(x, n);
             c->x[k] = stand_in(s, &s->x[k], x, count);
-            widen(x, count, ct_f32(c->x[k]), round);
+            widen(x, count, ct_f32(c->x[k]), round, cs->f16_values);
         }
     }
     if (l->w_half) {
         c->w = stand_in(s, &s->w, l->w_half, l->w_count);
-        widen(l->w_half, l->w_count, ct_f32(c->w), CT_DTYPE_F32);
+        widen(l->w_half, l->w_count, ct_f32(c->w), CT_DTYPE_F32, cs->f16_values);
         if (l->b_half) {
             c->b = stand_in(s, &s->b, l->b_half, l->b_count);
-            widen(l->b_half, l->b_count, ct_f32(c->b), CT_DTYPE_F32);
+            widen(l->b_half, l->b_count, ct_f32(c->b), CT_DTYPE_F32, cs->f16_values);
         }
     }
-    if (is_half(l->y)) {
+    if (is_half(l->y) && (!backward || backward_reads_y(l))) {
         size_t count = rows_count(l->y, n);
         c->y = stand_in(s, &s->y, l->y, count);
         c->z = c->y;
         if (backward)
-            widen(l->y, count, ct_f32(c->y), CT_DTYPE_F32);
+            widen(l->y, count, ct_f32(c->y), CT_DTYPE_F32, cs->f16_values);
         if (l->z != l->y) {
             c->z = stand_in(s, &s->z, l->z, count);
             if (backward)
-                widen(l->z, count, ct_f32(c->z), CT_DTYPE_F32);
+                widen(l->z, count, ct_f32(c->z), CT_DTYPE_F32, cs->f16_values);
         }
     }
     if (!backward)
@@ -145,7 +160,7 @@ static void stage_layer(ct_backend *be, const ct_layer *l, int n, int backward, 
     if (is_half(l->dy)) {
         size_t count = rows_count(l->dy, n);
         c->dy = stand_in(s, &s->dy, l->dy, count);
-        widen(l->dy, count, ct_f32(c->dy), CT_DTYPE_F32);
+        widen(l->dy, count, ct_f32(c->dy), CT_DTYPE_F32, cs->f16_values);
     }
     for (int k = 0; k < l->n_in; k++) {
         ct_tensor *dx = l->dx[k];
@@ -162,7 +177,7 @@ static void stage_layer(ct_backend *be, const ct_layer *l, int n, int backward, 
         size_t count = rows_count(dx, n);
         c->dx[k] = stand_in(s, &s->dx[k], dx, count);
         if (l->dx_accumulate[k])
-            widen(dx, count, ct_f32(c->dx[k]), CT_DTYPE_F32);
+            widen(dx, count, ct_f32(c->dx[k]), CT_DTYPE_F32, cs->f16_values);
     }
 }
 
