@@ -34,8 +34,9 @@ typedef struct ct_optim_step {
     ct_tensor *params_half;
     /* fp16 runs: the backend's loss scaler (scaler_set) decides. Any non-finite gradient the
      * unscale pass counted skips the update (weights, moments, the half copy untouched); else
-     * Adam's t is the scaler's applied_steps + 1, its bias corrections 1 - powf(beta, t) in fp32
-     * computed here (not set_step's); then ct_scaler_update. 0: set_step's t and corrections. */
+     * Adam's t is the scaler's applied_steps + 1, its bias corrections (float)(1 - pow(beta, t))
+     * formed in double by the optimizer itself (not set_step's), as fp32's are on the CPU and in
+     * the CUDA kernels; then ct_scaler_update. 0: set_step's t and corrections. */
     int scaled;
 } ct_optim_step;
 
@@ -119,7 +120,7 @@ typedef struct ct_backend_ops {
     void (*forget)(ct_backend *be, const void *net);
 
     /* Softmax cross-entropy over logits (n, k) fp32; writes dlogits = (p - onehot) * (1/n)
-     * (unless NULL; with scaling on, * ((1/n) * scale), the factor rounded to fp32 once) and adds the loss sum and correct count to the backend's metric accumulators. */
+     * (unless NULL; with scaling on, ((p - onehot) * (1/n)) * scale, two roundings) and adds the loss sum and correct count to the backend's metric accumulators. */
     ct_status (*loss)(ct_backend *be, const ct_tensor *logits, const ct_tensor *labels, ct_tensor *dlogits,
                       int n, ct_err *err);
     /* Reads (and with reset, clears) the metric accumulators: waits for queued work. */

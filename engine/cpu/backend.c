@@ -86,12 +86,16 @@ static ct_status cpu_loss(ct_backend *be, const ct_tensor *logits, const ct_tens
     (void)err;
     ct_cpu_state *st = ct_cpu_of(be);
     long correct = 0;
-    /* with scaling, one factor: (1/n) * scale, exact for the power-of-two scales of dynamic scaling */
-    float grad_scale = 1.0f / (float)n;
-    if (st->scaling)
-        grad_scale *= st->scaler.scale;
     st->loss_sum += ct_cpu_softmax_xent(ct_f32(logits), ct_i32(labels), ct_f32(dlogits), n, logits->shape.c,
-                                        grad_scale, &correct);
+                                        1.0f / (float)n, &correct);
+    /* the scale as a second rounding, ((p - onehot) * (1/n)) * scale, as the CUDA kernel
+     * (ct_launch_softmax_xent_scaled) does; exact for dynamic scaling's powers of two */
+    if (st->scaling && dlogits) {
+        float *d = ct_f32(dlogits), scale = st->scaler.scale;
+        size_t count = (size_t)n * (size_t)logits->shape.c;
+        for (size_t i = 0; i < count; i++)
+            d[i] *= scale;
+    }
     st->correct += correct;
     return CT_OK;
 }
@@ -138,15 +142,11 @@ static ct_status cpu_update(ct_backend *be, const ct_optim_step *s, ct_err *err)
         return CT_OK;
     case CT_OPT_ADAM:
     case CT_OPT_ADAMW:
-        if (s->scaled) {
-            /* t counts applied updates only: a skipped step leaves Adam where it was */
-            const float t = (float)(cs->scaler.applied_steps + 1);
-            ct_cpu_adam_step_bc(w, g, m, v, count, now->lr, s->beta1, s->beta2, s->epsilon, s->weight_decay,
-                                s->kind == CT_OPT_ADAMW, 1.0f - powf(s->beta1, t), 1.0f - powf(s->beta2, t));
-        } else {
-            ct_cpu_adam_step(w, g, m, v, count, now->lr, s->beta1, s->beta2, s->epsilon, s->weight_decay,
-                             s->kind == CT_OPT_ADAMW, now->t);
-        }
+        /* scaled: t counts applied updates only, so a skipped step leaves Adam where it was; the
+         * bias corrections come from t here, in double as for fp32 and in the CUDA kernel
+         * (ct_launch_adam_step_dt), so that both backends agree */
+        ct_cpu_adam_step(w, g, m, v, count, now->lr, s->beta1, s->beta2, s->epsilon, s->weight_decay,
+                         s->kind == CT_OPT_ADAMW, s->scaled ? (long)(cs->scaler.applied_steps + 1) : now->t);
         return CT_OK;
     }
     return ct_fail(err, CT_ERR_INTERNAL, "cpu backend: unknown optimizer %d", (int)s->kind);

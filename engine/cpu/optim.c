@@ -31,13 +31,6 @@ void ct_cpu_adam_step(float *w, const float *g, float *m, float *v, size_t n, fl
     /* bias corrections in double: 1 - beta^t is tiny on the first steps */
     const float bc1 = (float)(1.0 - pow(beta1, (double)t));
     const float bc2 = (float)(1.0 - pow(beta2, (double)t));
-    ct_cpu_adam_step_bc(w, g, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, bc1, bc2);
-}
-
-// w, g, m, v: (n); bc1, bc2: the bias corrections of this step
-void ct_cpu_adam_step_bc(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-                         float beta2, float eps, float weight_decay, int decoupled, float bc1, float bc2)
-{
     const float l2 = decoupled ? 0.0f : weight_decay;
     const float shrink = decoupled ? 1.0f - lr * weight_decay : 1.0f;
 #pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
