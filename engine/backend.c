@@ -18,7 +18,9 @@ void ct_backend_sizes(ct_backend *be, const ct_graph *g, int batch, size_t *work
     for (int i = 0; i < g->n_layers; i++) {
         const ct_layer *l = &g->layers[i];
         const ct_layer_ops *ops = be->ops->layers[l->type];
-        size_t out = (size_t)batch * ct_shape_size(l->out) * ct_dtype_size(l->dtype);
+        /* in fp32 whatever the layer's dtype: a half layer's gradient before its fused activation
+         * is computed in fp32 on the CPU (its half path), and fp32 is the wider */
+        size_t out = (size_t)batch * ct_shape_size(l->out) * ct_dtype_size(CT_DTYPE_F32);
         size_t ws = ops->workspace_bytes ? ops->workspace_bytes(be, l, batch) : 0;
         if (ws > *workspace)
             *workspace = ws;

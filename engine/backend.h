@@ -8,6 +8,7 @@
 #ifndef CT_BACKEND_H
 #define CT_BACKEND_H
 
+#include "base/scaler.h"
 #include "device.h"
 #include "graph/layer.h"
 
@@ -28,6 +29,15 @@ typedef struct ct_optim_step {
     ct_tensor *params, *grads, *m, *v;   /* m: momentum or Adam's first moment; v: Adam's second */
     float momentum, beta1, beta2, epsilon, weight_decay;
     int nesterov;
+    /* fp16 / bf16 runs: the half copy of params (same layout), rewritten as round(w) after an
+     * applied update; NULL in fp32. */
+    ct_tensor *params_half;
+    /* fp16 runs: the backend's loss scaler (scaler_set) decides. Any non-finite gradient the
+     * unscale pass counted skips the update (weights, moments, the half copy untouched); else
+     * Adam's t is the scaler's applied_steps + 1, its bias corrections (float)(1 - pow(beta, t))
+     * formed in double by the optimizer itself (not set_step's), as fp32's are on the CPU and in
+     * the CUDA kernels; then ct_scaler_update. 0: set_step's t and corrections. */
+    int scaled;
 } ct_optim_step;
 
 /* What differs from one step to the next. A backend that replays a captured step keeps these in
@@ -109,8 +119,8 @@ typedef struct ct_backend_ops {
      * (ct_graph_free) or replaced (ct_graph_bind); teardown, so it cannot fail. */
     void (*forget)(ct_backend *be, const void *net);
 
-    /* Softmax cross-entropy over logits (n, k) fp32; writes dlogits = (p - onehot) / n (unless
-     * NULL) and adds the loss sum and correct count to the backend's metric accumulators. */
+    /* Softmax cross-entropy over logits (n, k) fp32; writes dlogits = (p - onehot) * (1/n)
+     * (unless NULL; with scaling on, ((p - onehot) * (1/n)) * scale, two roundings) and adds the loss sum and correct count to the backend's metric accumulators. */
     ct_status (*loss)(ct_backend *be, const ct_tensor *logits, const ct_tensor *labels, ct_tensor *dlogits,
                       int n, ct_err *err);
     /* Reads (and with reset, clears) the metric accumulators: waits for queued work. */
@@ -120,8 +130,21 @@ typedef struct ct_backend_ops {
      * new snapshot tagged `tag`. For progress displays that must not stall the stream. */
     ct_status (*peek_metrics)(ct_backend *be, long tag, double *loss_sum, long *correct, long *tag_out,
                               ct_err *err);
-    /* Uses the learning rate and step count of set_step. */
+    /* Uses the learning rate and step count of set_step (the step count of the scaler with
+     * step->scaled). */
     ct_status (*optimizer_step)(ct_backend *be, const ct_optim_step *step, ct_err *err);
+
+    /* Dynamic loss scaling (fp16; base/scaler.h). The state lives in the backend's memory and is
+     * touched only in stream order inside the step; the host sets it before training and at a
+     * checkpoint load, and reads it outside steps (epoch ends, checkpoints).
+     * scaler_set: s is the state to start from; NULL turns scaling off (the default): the loss
+     * writes unscaled gradients. */
+    ct_status (*scaler_set)(ct_backend *be, const ct_scaler *s, ct_err *err);
+    /* Waits for queued work and copies the state out. */
+    ct_status (*scaler_get)(ct_backend *be, ct_scaler *out, ct_err *err);
+    /* With scaling on: grads (flat fp32) *= 1 / scale, the non-finite values counted into the
+     * scaler's nonfinite; one pass, after backward (and the all-reduce), before optimizer_step. */
+    ct_status (*unscale)(ct_backend *be, ct_tensor *grads, ct_err *err);
     /* 1 when the first `count` elements of t are finite (waits; for diagnosing a failure, not for
      * the step). */
     int (*all_finite)(ct_backend *be, const ct_tensor *t, size_t count);

@@ -56,6 +56,11 @@ typedef struct ct_epoch_stats {
      * them (workers 0: pipeline = sync). See ct_input_verdict. */
     double input_wait_share;
     int input_workers, input_prefetch;
+    const char *precision;  /* "fp32", "fp16" or "bf16" */
+    /* fp16's loss scaler at the epoch's end: the scale, and the steps skipped for a non-finite
+     * gradient since training began; -1 for both without one (fp32, bf16) */
+    double loss_scale;
+    long skipped_steps;
 } ct_epoch_stats;
 
 /* Progress within an epoch, passed to the step callback every `step_every` steps and at the
@@ -67,6 +72,8 @@ typedef struct ct_progress {
     double images_per_s;
     double seconds;         /* since the epoch started */
     double input_wait_share;/* of the epoch so far */
+    long skipped_steps;     /* fp16 on a host-memory device (the CPU), where reading the scaler is free:
+                             * steps skipped so far; -1 elsewhere (the epoch's stats have it) */
 } ct_progress;
 
 /* A callback returns 0 to go on, non-zero to stop training (ct_fit then returns CT_ERR_STOPPED). */
@@ -145,6 +152,17 @@ ct_status ct_input_shape(ct_net *net, int *h, int *w, int *c, int *classes);
 
 int ct_layer_count(ct_net *net);                        /* -1 when not prepared */
 ct_status ct_layer_info_get(ct_net *net, int index, ct_layer_info *info);
+
+/* The bytes training allocates at `batch` (0: the config's), by purpose and by element type, in
+ * the config's precision, with the CPU backend's workspace; computed without allocating. */
+typedef struct ct_memory_info {
+    int batch;
+    long long params;        /* fp32 master parameters and their gradients */
+    long long params_half;   /* their fp16 / bf16 copy (0 in fp32) */
+    long long optimizer, state, inputs, activations, gradients, workspace, total;
+    long long fp32, fp16, bf16, int32, uint8;   /* the same total by element type */
+} ct_memory_info;
+ct_status ct_memory_info_get(ct_net *net, int batch, ct_memory_info *info);
 const char *ct_backend_name(const ct_net *net);        /* "cpu" once prepared */
 /* Why that backend was chosen, e.g. "devices = all but no CUDA device is present". */
 const char *ct_backend_reason(const ct_net *net);

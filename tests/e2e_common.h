@@ -68,6 +68,40 @@ static inline int e2e_run_on(const char *model, double target, const char *devic
     return ct_test_done();
 }
 
+/* Trains `model` on the CPU with the data from CT_FMNIST_DIR and the overrides in `sets`
+ * (NULL-terminated key, value pairs); *r gets the final test figures. CT_OK or the failure. */
+static inline ct_status e2e_train_with(const char *model, const char *const *sets, ct_eval_result *r, double *seconds)
+{
+    char path[1024], value[1024];
+    snprintf(path, sizeof path, "%s/models/%s", CT_SOURCE_DIR, model);
+    ct_net *net = NULL;
+    ct_status st = ct_open_file(path, &net);
+    static const char *const keys[][2] = {
+        {"data.train", "train-images-idx3-ubyte.gz"}, {"data.train_labels", "train-labels-idx1-ubyte.gz"},
+        {"data.test", "t10k-images-idx3-ubyte.gz"},   {"data.test_labels", "t10k-labels-idx1-ubyte.gz"},
+    };
+    for (int i = 0; st == CT_OK && i < 4; i++) {
+        snprintf(value, sizeof value, "%s/%s", ct_fmnist_dir(), keys[i][1]);
+        st = ct_set(net, keys[i][0], value);
+    }
+    if (st == CT_OK)
+        st = ct_set(net, "train.devices", "cpu");
+    for (; st == CT_OK && sets && sets[0]; sets += 2)
+        st = ct_set(net, sets[0], sets[1]);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ct_callbacks cb = {.on_epoch = e2e_on_epoch};
+    if (st == CT_OK)
+        st = ct_fit(net, &cb);
+    if (st == CT_OK)
+        st = ct_evaluate(net, r);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    *seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    CHECK_MSG(st == CT_OK, "%s", ct_errmsg(net));
+    ct_close(net);
+    return st;
+}
+
 static inline int e2e_run(const char *model, double target)
 {
     return e2e_run_on(model, target, "cpu");

@@ -173,6 +173,9 @@ static const char *difference(const ct_checkpoint *a, const ct_checkpoint *b)
     if (memcmp(&a->loss_scale, &b->loss_scale, sizeof a->loss_scale) != 0) return "loss scale";
     if (a->has_master != b->has_master) return "has_master";
     if (memcmp(&a->test_accuracy, &b->test_accuracy, sizeof a->test_accuracy) != 0) return "test accuracy";
+    if (a->precision != b->precision || a->has_scaler != b->has_scaler) return "precision/has_scaler";
+    if (a->clean_steps != b->clean_steps || a->growth_steps != b->growth_steps ||
+        a->applied_steps != b->applied_steps || a->skipped_steps != b->skipped_steps) return "scaler";
     return "";
 }
 
@@ -258,6 +261,41 @@ static void test_round_trips(void)
     round_trip(&ck, "adamw, long name");
     ct_checkpoint_free(&ck);
 
+    /* version 2: an fp16 run with its scaler, and a bf16 one without; fp32 stays version 1 */
+    static const uint32_t precisions[] = {CT_PREC_FP16, CT_PREC_BF16, CT_PREC_FP32};
+    for (int p = 0; p < 3; p++) {
+        make_small(&ck, CT_OPT_ADAM, 1, 1);
+        ck.precision = precisions[p];
+        ck.has_master = ck.precision != CT_PREC_FP32;
+        ck.has_scaler = ck.precision == CT_PREC_FP16;
+        if (ck.has_scaler) {
+            ck.loss_scale = 4096.0f;
+            ck.clean_steps = 17;
+            ck.growth_steps = 2000;
+            ck.applied_steps = 123456789012LL;
+            ck.skipped_steps = 7;
+        }
+        size_t len;
+        uint8_t *bytes = to_bytes(&ck, &len);
+        CHECK_MSG(get_u32(bytes + 8) == (ck.precision == CT_PREC_FP32 ? 1u : 2u), "precision %u written as version %u",
+                  (unsigned)ck.precision, (unsigned)get_u32(bytes + 8));
+        free(bytes);
+        round_trip(&ck, ck.precision == CT_PREC_FP16 ? "fp16 with scaler" : ck.precision == CT_PREC_BF16 ? "bf16" : "fp32");
+        ct_checkpoint_free(&ck);
+    }
+    /* a scaler outside the scale's bounds is refused */
+    make_small(&ck, CT_OPT_SGD, 0, 0);
+    ck.precision = CT_PREC_FP16;
+    ck.has_scaler = 1;
+    ck.loss_scale = 0.25f;
+    {
+        size_t len;
+        uint8_t *bytes = to_bytes(&ck, &len);
+        expect_refusal(bytes, len, CT_ERR_DATA, "bad loss scaler", "scale below 1");
+        free(bytes);
+    }
+    ct_checkpoint_free(&ck);
+
     memset(&ck, 0, sizeof ck);
     ck.loss_scale = 1.0f;
     round_trip(&ck, "empty");
@@ -318,7 +356,7 @@ static void test_edits(const uint8_t *buf, size_t len)
     put_u32(copy + OFF_VERSION, 7);
     recrc(copy, len);
     expect_refusal(copy, len, CT_ERR_DATA,
-                   SRC ": written by a newer cutrain (format version 7, this build reads up to 1)", "newer");
+                   SRC ": written by a newer cutrain (format version 7, this build reads up to 2)", "newer");
 
     memcpy(copy, buf, len);
     put_u32(copy + OFF_VERSION, 0);

@@ -245,6 +245,8 @@ static void test_synthetic_and_defaults(void)
     CHECK_NEAR(t->gamma, 0.1, 1e-7);
     CHECK(t->warmup == 0 && t->min_lr == 0);
     CHECK(t->precision == CT_PREC_FP32);
+    CHECK(t->loss_scale == 0 && t->loss_scale_init == 32768 && t->loss_scale_growth_steps == 2000);
+    CHECK(cfg.layers[0].dtype == CT_LAYER_DTYPE_AUTO);
     CHECK(strcmp(t->devices, "all") == 0);
     CHECK(t->graph == -1 && t->seed == 42 && t->threads == 0);
     CHECK(t->deterministic == 0);
@@ -502,6 +504,26 @@ static const bad_case bad_cases[] = {
      "unknown pipeline 'async' (did you mean 'sync'?); expected one of: parallel, sync"},
     {"drop_last word", SYN "drop_last = sometimes\n" FC, 3, "bad boolean 'sometimes' for drop_last"},
     {"workers in [train]", SYN "[train]\nworkers = 2\n" FC, 4, "unknown key 'workers' in [train]"},
+    /* mixed precision */
+    {"precision = fp8", SYN "[train]\nprecision = fp8\n" FC, 4,
+     /* fp16 and fp32 are both two edits away: the suggestion takes the first */
+     "unknown precision 'fp8' (did you mean 'fp32'?); expected one of: fp32, fp16, bf16"},
+    {"loss_scale word", SYN "[train]\nloss_scale = dynamc\n" FC, 4,
+     "bad loss_scale 'dynamc' (did you mean 'dynamic'?); expected dynamic or a positive finite number"},
+    {"loss_scale 0", SYN "[train]\nloss_scale = 0\n" FC, 4, "bad loss_scale '0'; expected dynamic or a positive"},
+    {"loss_scale negative", SYN "[train]\nloss_scale = -8\n" FC, 4, "bad loss_scale '-8'"},
+    {"loss_scale inf", SYN "[train]\nloss_scale = inf\n" FC, 4, "bad loss_scale 'inf'"},
+    {"loss_scale overflow", SYN "[train]\nloss_scale = 1e39\n" FC, 4, "bad loss_scale '1e39'"},
+    {"loss_scale nan", "[data]\nformat = synthetic\n\n[train]\nloss_scale = nan\n" FC, 5, "bad loss_scale 'nan'"},
+    {"loss_scale_init 0", SYN "[train]\nloss_scale_init = 0\n" FC, 4, "loss_scale_init"},
+    {"loss_scale_init huge", SYN "[train]\nloss_scale_init = 1e30\n" FC, 4, "loss_scale_init"},
+    {"growth steps 0", SYN "[train]\nloss_scale_growth_steps = 0\n" FC, 4, "loss_scale_growth_steps"},
+    {"dtype fp16", SYN "[fc]\ntype = dense\nunits = 10\ndtype = fp16\n", 6,
+     "unknown dtype 'fp16' (did you mean 'fp32'?); expected one of: auto, fp32"},
+    {"dtype on a pool", SYN "[p]\ntype = maxpool\nsize = 2\ndtype = fp32\n" FC, 6,
+     "unknown key 'dtype' in [p] (dtype applies only to dense, conv2d or batchnorm layers)"},
+    {"dtype on dropout", SYN FC "[d]\ntype = dropout\ndtype = fp32\n", 8,
+     "dtype applies only to dense, conv2d or batchnorm layers"},
     /* devices */
     {"devices = gpu9", SYN "[train]\ndevices = gpu9\n" FC, 4, "bad devices 'gpu9'"},
     {"devices twice", SYN "[train]\ndevices = 0,0\n" FC, 4, "device 0 is listed twice"},
@@ -556,9 +578,43 @@ static void test_concat_inputs(void)
     ct_ini_free(&ini);
 }
 
+/* The mixed-precision keys, given: bf16, a fixed scale, the dynamic scaler's settings, pinned layers. */
+static void test_precision_keys(void)
+{
+    static const char *const texts[] = {
+        SYN "[train]\nprecision = bf16\nloss_scale = 1024\n"
+            "[c]\ntype = conv2d\nfilters = 2\nsize = 3\ndtype = fp32\n[bn]\ntype = batchnorm\ndtype = fp32\n"
+            "[f]\ntype = flatten\n" FC,
+        SYN "[train]\nprecision = fp16\nloss_scale = dynamic\nloss_scale_init = 16777216\n"
+            "loss_scale_growth_steps = 3\n[fc]\ntype = dense\nunits = 10\ndtype = auto\n",
+    };
+    for (int k = 0; k < 2; k++) {
+        ct_ini ini = {0};
+        ct_config cfg = {0};
+        ct_err err;
+        CHECK(ct_ini_parse(&ini, texts[k], "net.ini", &err) == CT_OK);
+        ct_status st = ct_config_load(&cfg, &ini, &err);
+        CHECK_MSG(st == CT_OK, "%s", err.msg);
+        if (st == CT_OK && k == 0) {
+            CHECK(cfg.train.precision == CT_PREC_BF16 && cfg.train.loss_scale == 1024);
+            CHECK(cfg.layers[0].dtype == CT_LAYER_DTYPE_FP32 && cfg.layers[1].dtype == CT_LAYER_DTYPE_FP32);
+            CHECK(cfg.layers[3].dtype == CT_LAYER_DTYPE_AUTO);
+        }
+        if (st == CT_OK && k == 1) {
+            CHECK(cfg.train.precision == CT_PREC_FP16 && cfg.train.loss_scale == 0);
+            CHECK(cfg.train.loss_scale_init == 16777216.0f && cfg.train.loss_scale_growth_steps == 3);
+            CHECK(cfg.layers[0].dtype == CT_LAYER_DTYPE_AUTO);
+        }
+        if (st == CT_OK)
+            ct_config_free(&cfg);
+        ct_ini_free(&ini);
+    }
+}
+
 int main(void)
 {
     test_full();
+    test_precision_keys();
     test_concat_inputs();
     test_synthetic_and_defaults();
     test_set();

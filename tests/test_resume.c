@@ -2,7 +2,9 @@
  * loading into a fresh handle and training the rest, byte for byte (also from the middle of an
  * epoch); mismatched and damaged checkpoints are refused and nothing is overwritten. */
 #define _DEFAULT_SOURCE
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cutrain.h"
@@ -25,13 +27,15 @@ static const char *NET =
     "[out]\ntype = dense\nunits = 4\n";
 
 static char dir[64];
+static const char *precision = "fp32";   /* of the networks open_net opens */
 
+/* name in the test folder, prefixed by the precision under test */
 static char *path_in(const char *name)
 {
     static char buf[4][256];
     static int next;
     char *p = buf[next++ % 4];
-    snprintf(p, 256, "%s/%s", dir, name);
+    snprintf(p, 256, "%s/%s-%s", dir, precision, name);
     return p;
 }
 
@@ -50,6 +54,12 @@ static ct_net *open_net(const char *epochs)
     ct_net *net = NULL;
     CHECK(ct_open_string(NET, "resume.ini", &net) == CT_OK);
     CHECK(ct_set(net, "train.epochs", epochs) == CT_OK);
+    CHECK(ct_set(net, "train.precision", precision) == CT_OK);
+    /* fp16: a small growth interval, so the scale doubles (and its clean-step count matters) within
+     * the run and climbs until steps overflow and are skipped */
+    if (strcmp(precision, "fp16") == 0)
+        CHECK(ct_set(net, "train.loss_scale_growth_steps", "5") == CT_OK &&
+              ct_set(net, "train.loss_scale_init", "65536") == CT_OK);
     return net;
 }
 
@@ -112,6 +122,42 @@ static void test_exact_resume(void)
     ct_close(f);
 }
 
+/* An fp16-trained checkpoint evaluates in fp32 and bf16, and an fp32 one in fp16: the masters
+ * carry over, the half copy is rounded from them at load. */
+static void test_cross_precision(void)
+{
+    static const char *const from[] = {"fp16", "fp32"}, *const into[] = {"fp32", "bf16", "fp16"};
+    for (int i = 0; i < 2; i++) {
+        char ckpt[256];
+        precision = from[i];
+        snprintf(ckpt, sizeof ckpt, "%s", path_in("a.ckpt"));
+        ct_eval_result same, other;
+        ct_net *a = open_net("2");
+        CHECK(ct_load(a, ckpt) == CT_OK);
+        CHECK(ct_evaluate(a, &same) == CT_OK);
+        ct_close(a);
+        for (int j = 0; j < 3; j++) {
+            precision = into[j];
+            ct_net *b = open_net("2");
+            ct_status st = ct_load(b, ckpt);
+            CHECK_MSG(st == CT_OK, "%s checkpoint into %s: %s", from[i], into[j], ct_errmsg(b));
+            CHECK(st == CT_OK && ct_evaluate(b, &other) == CT_OK);
+            int epoch = 0;
+            long step = 0;
+            CHECK(st == CT_OK && ct_epochs_done(b) == 2 && ct_steps_done(b) == 26);
+            (void)epoch; (void)step;
+            /* rounding activations to half moves a few borderline predictions at most */
+            CHECK_MSG(st == CT_OK && fabs(other.accuracy - same.accuracy) <= 0.03,
+                      "%s checkpoint: accuracy %g in %s, %g in %s", from[i], same.accuracy, from[i], other.accuracy,
+                      into[j]);
+            printf("%s checkpoint: test accuracy %.4f in %s, %.4f in %s\n", from[i], same.accuracy, from[i],
+                   other.accuracy, into[j]);
+            ct_close(b);
+        }
+    }
+    precision = "fp32";
+}
+
 static void test_refusals(void)
 {
     /* a config whose conv has more filters: the layer is named with both shapes */
@@ -169,7 +215,14 @@ int main(void)
     snprintf(dir, sizeof dir, "/tmp/ct_resume_XXXXXX");
     if (!mkdtemp(dir))
         return 1;
-    test_exact_resume();
+    /* exact in every precision: fp16's loss scaler (scale, clean steps, Adam's step count) resumes too */
+    static const char *const precisions[] = {"fp16", "bf16", "fp32"};
+    for (int i = 0; i < 3; i++) {
+        precision = precisions[i];
+        printf("precision %s\n", precision);
+        test_exact_resume();
+    }
+    test_cross_precision();
     test_refusals();
     test_predict();
     char cmd[128];

@@ -31,6 +31,8 @@ int cli_on_step(const ct_progress *p, void *user)
     /* the TensorFlow Profiler's "moderately input-bound" threshold: below it, say nothing */
     if (p->input_wait_share >= 0.05)
         printf(" input-bound %.0f%%", 100.0 * p->input_wait_share);
+    if (p->skipped_steps > 0)
+        printf(" skipped %ld", p->skipped_steps);
     printf("  ");
     fflush(stdout);
     return 0;
@@ -48,6 +50,8 @@ int cli_on_epoch(const ct_epoch_stats *s, void *user)
         if (s->test_accuracy >= 0)
             printf(" test_loss %.4f test_acc %.4f", s->test_loss, s->test_accuracy);
         printf(" %s img/s %.1f s", rate, s->seconds);
+        if (s->skipped_steps > 0)
+            printf(" (loss scale %g, %ld steps skipped)", s->loss_scale, s->skipped_steps);
         if (s->input_wait_share >= 0.05)
             printf(" (%s: %.0f%% of the time waiting for input, %d workers)", ct_input_verdict(s->input_wait_share),
                    100.0 * s->input_wait_share, s->input_workers);
@@ -56,19 +60,26 @@ int cli_on_epoch(const ct_epoch_stats *s, void *user)
     }
     if (pr->log) {
         /* no test set: null, so a reader never mistakes a placeholder for a figure */
-        char test_loss[32] = "null", test_acc[32] = "null";
+        char test_loss[32] = "null", test_acc[32] = "null", scale[32] = "null", skipped[32] = "null";
         if (s->test_accuracy >= 0) {
             snprintf(test_loss, sizeof test_loss, "%.6f", s->test_loss);
             snprintf(test_acc, sizeof test_acc, "%.6f", s->test_accuracy);
+        }
+        /* null without a loss scaler (fp32, bf16) */
+        if (s->skipped_steps >= 0) {
+            snprintf(scale, sizeof scale, "%.9g", s->loss_scale);
+            snprintf(skipped, sizeof skipped, "%ld", s->skipped_steps);
         }
         fprintf(pr->log,
                 "{\"epoch\": %d, \"epochs\": %d, \"step\": %ld, \"loss\": %.6f, \"train_accuracy\": %.6f, "
                 "\"test_loss\": %s, \"test_accuracy\": %s, \"images_per_s\": %.1f, "
                 "\"seconds\": %.3f, \"learning_rate\": %.8g, \"input_wait_share\": %.4f, "
-                "\"input_verdict\": \"%s\", \"input_workers\": %d, \"input_prefetch\": %d}\n",
+                "\"input_verdict\": \"%s\", \"input_workers\": %d, \"input_prefetch\": %d, "
+                "\"precision\": \"%s\", \"loss_scale\": %s, \"skipped_steps\": %s}\n",
                 s->epoch, s->epochs, s->step, s->loss, s->train_accuracy, test_loss, test_acc,
                 s->images_per_s, s->seconds, s->learning_rate, s->input_wait_share,
-                ct_input_verdict(s->input_wait_share), s->input_workers, s->input_prefetch);
+                ct_input_verdict(s->input_wait_share), s->input_workers, s->input_prefetch,
+                s->precision ? s->precision : "fp32", scale, skipped);
         fflush(pr->log);
     }
     return 0;

@@ -227,10 +227,9 @@ static ct_status open_cpu(ct_net *net, ct_device **dev, ct_backend **be)
 static ct_status choose_backend(ct_net *net, ct_device **dev, ct_backend **be)
 {
     const char *devices = net->cfg.train.devices;
+#ifdef CUTRAIN_HAVE_CUDA
     ct_err *err = &net->err;
-    if (net->cfg.train.precision == CT_PREC_FP16)
-        return ct_fail_at(err, CT_ERR_CONFIG, net->cfg.file, net->cfg.train.line,
-                          "precision = fp16 is not available yet (it comes with the float16 path); use fp32");
+#endif
     if (strcmp(devices, "cpu") == 0) {
         snprintf(net->backend_reason, sizeof net->backend_reason, "devices = cpu");
         return open_cpu(net, dev, be);
@@ -239,6 +238,11 @@ static ct_status choose_backend(ct_net *net, ct_device **dev, ct_backend **be)
     int count = 0;
     char why[160] = "";
     ct_cuda_devices(&count, why, sizeof why); /* a failure is a reason to use the CPU */
+    if (count > 0 && net->cfg.train.precision != CT_PREC_FP32)
+        return ct_fail_at(err, CT_ERR_BACKEND, net->cfg.file, net->cfg.train.line,
+                          "precision = %s on the CUDA backend comes with its half-precision kernels (not in this "
+                          "build); train it on the CPU with devices = cpu, or use precision = fp32",
+                          net->cfg.train.precision == CT_PREC_FP16 ? "fp16" : "bf16");
     if (count > 0)
         return open_cuda(net, count, dev, be);
     snprintf(net->backend_reason, sizeof net->backend_reason, "devices = %s: no CUDA device (%s), so the CPU trains",
@@ -278,6 +282,10 @@ static ct_status open_replicas(ct_net *net)
     net->batch = net->cfg.train.batch;
     st = ct_replica_open(&net->replicas[0], 0, dev, be, &net->cfg, net->graph.input, net->graph.classes,
                          net->batch, net->cfg.train.seed, memory_limit(&net->cfg.train), &net->err);
+    if (st == CT_OK && net->cfg.train.precision == CT_PREC_FP16) {
+        ct_scaler s = ct_train_scaler_start(&net->cfg.train);
+        st = be->ops->scaler_set(be, &s, &net->err);
+    }
     return st == CT_OK ? ct_comm_single_create(&net->comm, &net->err) : st;
 }
 
@@ -439,4 +447,39 @@ int ct_batch_size(const ct_net *net)
 long ct_train_images(const ct_net *net)
 {
     return net ? net->train.count : 0;
+}
+
+ct_status ct_memory_info_get(ct_net *net, int batch, ct_memory_info *info)
+{
+    if (!net || !info || batch < 0)
+        return CT_ERR_USAGE;
+    ct_status st = ct_net_build_graph(net);
+    if (st != CT_OK)
+        return st;
+    if (batch == 0)
+        batch = net->cfg.train.batch;
+    /* the plan asks a backend for its workspace: a CPU one, which allocates nothing to answer */
+    ct_device *dev = NULL;
+    ct_backend *be = NULL;
+    st = ct_cpu_device_create(&dev, &net->err);
+    if (st == CT_OK)
+        st = ct_cpu_backend_create(&be, dev, &net->err);
+    if (st == CT_OK) {
+        ct_memory_plan p;
+        ct_graph_plan(&net->graph, be, batch, net->cfg.train.optimizer, &p);
+        *info = (ct_memory_info){
+            .batch = batch, .params = (long long)p.params, .params_half = (long long)p.params_half,
+            .optimizer = (long long)p.optimizer, .state = (long long)p.state, .inputs = (long long)p.inputs,
+            .activations = (long long)p.activations, .gradients = (long long)p.gradients,
+            .workspace = (long long)p.workspace, .total = (long long)p.total,
+            .fp32 = (long long)p.by_dtype[CT_DTYPE_F32], .fp16 = (long long)p.by_dtype[CT_DTYPE_F16],
+            .bf16 = (long long)p.by_dtype[CT_DTYPE_BF16], .int32 = (long long)p.by_dtype[CT_DTYPE_I32],
+            .uint8 = (long long)p.by_dtype[CT_DTYPE_U8],
+        };
+    }
+    if (be)
+        be->ops->destroy(be);
+    if (dev)
+        dev->ops->destroy(dev);
+    return st;
 }

@@ -61,6 +61,8 @@ void ct_train_apply_threads(const ct_net *net);
 /* The optimizer update of [train] t over bound network g's parameters, gradients and moments, as
  * each training step passes it to the backend's optimizer_step. */
 ct_optim_step ct_train_optim_step(const ct_train_config *t, ct_graph *g);
+/* fp16's loss scaler as training starts, from [train]'s loss_scale keys. */
+ct_scaler ct_train_scaler_start(const ct_train_config *t);
 /* One optimizer step on every replica's batch in its network's input tensors (n samples each),
  * at learning rate lr. */
 ct_status ct_train_step(ct_net *net, int n, float lr, ct_err *err);

@@ -52,7 +52,10 @@ typedef enum ct_padding { CT_PAD_VALID = 0, CT_PAD_SAME } ct_padding;
 typedef enum ct_init { CT_INIT_AUTO = 0, CT_INIT_HE, CT_INIT_GLOROT } ct_init;
 typedef enum ct_optimizer { CT_OPT_SGD = 0, CT_OPT_MOMENTUM, CT_OPT_ADAM, CT_OPT_ADAMW } ct_optimizer;
 typedef enum ct_schedule { CT_SCHED_CONSTANT = 0, CT_SCHED_STEP, CT_SCHED_COSINE } ct_schedule;
-typedef enum ct_precision { CT_PREC_FP32 = 0, CT_PREC_FP16 } ct_precision;
+/* [train] precision: fp32 throughout, or fp16 / bf16 activations with fp32 master weights. */
+typedef enum ct_precision { CT_PREC_FP32 = 0, CT_PREC_FP16, CT_PREC_BF16 } ct_precision;
+/* A layer's `dtype`: auto follows the precision; fp32 pins the layer (its activations) to fp32. */
+typedef enum ct_layer_dtype { CT_LAYER_DTYPE_AUTO = 0, CT_LAYER_DTYPE_FP32 } ct_layer_dtype;
 typedef enum ct_memory_mode { CT_MEMORY_GROW = 0, CT_MEMORY_PREALLOCATE, CT_MEMORY_LIMIT } ct_memory_mode;
 typedef enum ct_data_format { CT_DATA_IDX = 0, CT_DATA_CIFAR10, CT_DATA_SYNTHETIC } ct_data_format;
 

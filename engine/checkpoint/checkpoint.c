@@ -32,6 +32,9 @@
  * has master, test accuracy */
 #define TAIL_BYTES (4u + 8u + 8u + 4u + 4u + 4u + 8u + 8u + 4u + 4u + 8u)
 #define MIN_FILE_BYTES (FIXED_HEAD_BYTES + TAIL_BYTES + CRC_BYTES)
+/* version 2's mixed-precision block after the tail: precision, has scaler, clean steps, growth
+ * steps, applied steps, skipped steps */
+#define MIXED_BYTES (4u + 4u + 4u + 4u + 8u + 8u)
 #define MAX_NAME_BYTES 255u
 
 /* ---- little-endian encoding, byte by byte so it does not depend on the host ---- */
@@ -131,9 +134,16 @@ static uint64_t float_count(const ct_checkpoint *ck)
 }
 
 /* Offset of the first parameter float: the value of the "header bytes" field. */
+/* The version a checkpoint is written as: 2 only when it has something version 1 cannot say, so an
+ * fp32 checkpoint keeps version 1's bytes and older builds keep reading it. */
+static uint32_t write_version(const ct_checkpoint *ck)
+{
+    return ck->precision != CT_PREC_FP32 || ck->has_scaler ? 2u : 1u;
+}
+
 static size_t header_size(const ct_checkpoint *ck)
 {
-    size_t n = FIXED_HEAD_BYTES + TAIL_BYTES;
+    size_t n = FIXED_HEAD_BYTES + TAIL_BYTES + (write_version(ck) >= 2u ? MIXED_BYTES : 0u);
     for (uint32_t i = 0; i < ck->n_layers; i++)
         n += LAYER_FIXED_BYTES + name_bytes(ck->layers[i].name);
     return n;
@@ -179,7 +189,7 @@ void ct_checkpoint_serialize(const ct_checkpoint *ck, uint8_t *buf)
     writer w = { buf };
     memcpy(w.p, CT_CHECKPOINT_MAGIC, MAGIC_BYTES);
     w.p += MAGIC_BYTES;
-    w_u32(&w, CT_CHECKPOINT_VERSION);
+    w_u32(&w, write_version(ck));
     w_u32(&w, (uint32_t)header_size(ck));
     w_u32(&w, ck->n_layers);
     for (uint32_t i = 0; i < ck->n_layers; i++)
@@ -195,6 +205,14 @@ void ct_checkpoint_serialize(const ct_checkpoint *ck, uint8_t *buf)
     w_f32(&w, ck->loss_scale);
     w_u32(&w, ck->has_master);
     w_u64(&w, f64_bits(ck->test_accuracy));
+    if (write_version(ck) >= 2u) {
+        w_u32(&w, ck->precision);
+        w_u32(&w, ck->has_scaler);
+        w_u32(&w, (uint32_t)ck->clean_steps);
+        w_u32(&w, (uint32_t)ck->growth_steps);
+        w_u64(&w, (uint64_t)ck->applied_steps);
+        w_u64(&w, (uint64_t)ck->skipped_steps);
+    }
     w_floats(&w, ck->params, ck->n_params);
     if (ck->m)
         w_floats(&w, ck->m, ck->n_params);
@@ -223,6 +241,7 @@ static uint64_t r_u64(cursor *c) { uint64_t v = get_u64(c->buf + c->pos); c->pos
 
 /* What pass 1 learns: enough to know the file's exact expected length. */
 typedef struct layout {
+    uint32_t version;
     uint32_t header_field;     /* the "header bytes" field as stored */
     uint32_t n_layers;
     size_t layers_at;          /* offset of the first layer record */
@@ -266,7 +285,8 @@ static ct_status scan_layers(cursor *c, layout *lo, const char *src, ct_err *err
 /* Pass 1: offsets and the expected length; nothing is interpreted beyond that. */
 static ct_status scan_layout(const uint8_t *buf, size_t len, const char *src, layout *lo, ct_err *err)
 {
-    cursor c = { buf, len, MAGIC_BYTES + 4u };
+    cursor c = { buf, len, MAGIC_BYTES };
+    lo->version = r_u32(&c);
     lo->header_field = r_u32(&c);
     lo->n_layers = r_u32(&c);
     lo->layers_at = c.pos;
@@ -279,7 +299,9 @@ static ct_status scan_layout(const uint8_t *buf, size_t len, const char *src, la
     lo->n_state = r_u64(&c);
     lo->has_m = r_u32(&c);
     lo->has_v = r_u32(&c);
-    lo->floats_at = lo->tail_at + TAIL_BYTES;
+    lo->floats_at = lo->tail_at + TAIL_BYTES + (lo->version >= 2u ? MIXED_BYTES : 0u);
+    if (lo->floats_at + CRC_BYTES > len)
+        return truncated(err, src, len, lo->floats_at + CRC_BYTES);
 
     /* total = floats_at + 4 * (n_params * (1 + has_m + has_v) + n_state) + CRC, overflow-checked */
     uint64_t per_param = 1u + (lo->has_m != 0) + (lo->has_v != 0);
@@ -427,6 +449,27 @@ static ct_status read_tail(cursor *c, const layout *lo, const char *src, ct_chec
         st = check_flag(lo->has_v, "has_v", src, err);
     if (st == CT_OK)
         st = check_flag(ck->has_master, "has_master", src, err);
+    if (st != CT_OK || lo->version < 2u) {
+        ck->precision = CT_PREC_FP32;      /* version 1 is fp32 throughout */
+        return st;
+    }
+    if (!has(c, MIXED_BYTES))
+        return truncated(err, src, c->len, c->pos + MIXED_BYTES);
+    ck->precision = r_u32(c);
+    ck->has_scaler = r_u32(c);
+    ck->clean_steps = to_i32(r_u32(c));
+    ck->growth_steps = to_i32(r_u32(c));
+    ck->applied_steps = to_i64(r_u64(c));
+    ck->skipped_steps = to_i64(r_u64(c));
+    if (ck->precision > CT_PREC_BF16)
+        return ct_fail(err, CT_ERR_DATA, "%s: unknown precision %u", src, (unsigned)ck->precision);
+    st = check_flag(ck->has_scaler, "has_scaler", src, err);
+    if (st == CT_OK && ck->has_scaler &&
+        (!(ck->loss_scale >= 1.0f && ck->loss_scale <= 0x1p24f) || ck->clean_steps < 0 || ck->growth_steps < 0 ||
+         ck->applied_steps < 0 || ck->skipped_steps < 0))
+        st = ct_fail(err, CT_ERR_DATA, "%s: bad loss scaler (scale %g, %d clean steps, growth %d, %lld applied, "
+                     "%lld skipped)", src, (double)ck->loss_scale, (int)ck->clean_steps, (int)ck->growth_steps,
+                     (long long)ck->applied_steps, (long long)ck->skipped_steps);
     return st;
 }
 
@@ -454,6 +497,7 @@ static ct_status read_body(const uint8_t *buf, size_t len, const layout *lo, con
     ck->n_params = lo->n_params;
     ck->n_state = lo->n_state;
     cursor c = { buf, len - CRC_BYTES, lo->layers_at };
+    ck->version = lo->version;
     ct_status st = read_layers(&c, src, ck, err);
     if (st == CT_OK)
         st = read_tail(&c, lo, src, ck, err);

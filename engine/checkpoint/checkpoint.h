@@ -7,6 +7,9 @@
  *   u32 optimizer (ct_optimizer), u64 parameter count, u64 state count, u32 has_m, u32 has_v
  *   i32 epoch (completed), i64 step, u64 seed, f32 loss scale, u32 has master weights,
  *   f64 test accuracy at save (-1: none)
+ *   version 2 only: u32 precision (ct_precision: 0 fp32, 1 fp16, 2 bf16), u32 has scaler (fp16's
+ *       loss scaler, whose scale is the f32 loss scale above), i32 clean steps, i32 growth steps
+ *       (0: a fixed scale), i64 applied steps (Adam's t), i64 skipped steps
  *   f32 params[parameter count], then m and v when present, then state[state count]
  *   u32 CRC-32 (zlib's crc32) of every byte before it.
  *
@@ -20,7 +23,14 @@
  * can be fuzzed; ct_checkpoint_write_file replaces a file atomically (temporary file in the same
  * folder, fsync, rename, fsync of the folder): a crash leaves the old file or the new one, whole.
  *
- * Compatibility: this is format version 1. tests/fixtures/compat_every_layer_v1.ckpt is a version 1
+ * Mixed precision (version 2): params are the fp32 master weights (has master weights = 1 in an
+ * fp16 or bf16 run); the half copy is not stored, it is rounded from them at load. Any precision
+ * loads into any other (an fp16-trained checkpoint evaluates in fp32 and the reverse); the scaler
+ * is restored only into an fp16 run, and an fp16 run from a checkpoint without one starts its
+ * scaler from the config. A checkpoint with nothing of version 2 to say (fp32) is written as
+ * version 1, byte for byte as before, so older builds keep reading fp32 checkpoints.
+ *
+ * Compatibility: this is format version 2; version 1 files are read as fp32. tests/fixtures/compat_every_layer_v1.ckpt is a version 1
  * file written by the build before the restructure (0331922), and test_checkpoint_compat loads it
  * and expects that build's evaluation. Any change to the layout, or to what a field means (layer
  * type numbers included), bumps CT_CHECKPOINT_VERSION and keeps reading every older version. */
@@ -33,7 +43,7 @@
 #include "base/status.h"
 #include "base/types.h"
 
-#define CT_CHECKPOINT_VERSION 1u
+#define CT_CHECKPOINT_VERSION 2u
 #define CT_CHECKPOINT_MAGIC "CUTRAIN\x1a"
 
 typedef struct ct_checkpoint_layer {
@@ -54,9 +64,14 @@ typedef struct ct_checkpoint {
     int32_t epoch;
     int64_t step;
     uint64_t seed;
-    float loss_scale;          /* 1 in fp32 */
-    uint32_t has_master;       /* 0 until the float16 path */
+    float loss_scale;          /* 1 without fp16's scaler */
+    uint32_t has_master;       /* 1: params are the fp32 masters of an fp16 / bf16 run */
     double test_accuracy;      /* -1 when unknown */
+    uint32_t version;          /* as read (the writer picks its own: 1 for fp32, else 2) */
+    uint32_t precision;        /* ct_precision of the run that saved it */
+    uint32_t has_scaler;       /* fp16: the loss scaler's state below (and loss_scale) */
+    int32_t clean_steps, growth_steps;
+    int64_t applied_steps, skipped_steps;
 } ct_checkpoint;
 
 /* Bytes of the serialized form. */

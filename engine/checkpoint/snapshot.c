@@ -105,7 +105,21 @@ ct_status ct_net_snapshot(ct_net *net, double test_accuracy, ct_checkpoint *ck, 
     /* replicas hold the same state: the first one's is saved */
     const ct_graph *bound = &net->replicas[0].graph;
     ct_device *dev = net->replicas[0].dev;
-    ct_status st = download_packed(dev, bound, &bound->params, &ck->params, err);
+    ck->precision = (uint32_t)net->cfg.train.precision;
+    ck->has_master = net->cfg.train.precision != CT_PREC_FP32;
+    ct_status st = CT_OK;
+    if (net->cfg.train.precision == CT_PREC_FP16) {
+        ct_scaler s;
+        st = net->replicas[0].be->ops->scaler_get(net->replicas[0].be, &s, err);
+        ck->has_scaler = 1;
+        ck->loss_scale = s.scale;
+        ck->clean_steps = s.clean_steps;
+        ck->growth_steps = s.growth_steps;
+        ck->applied_steps = s.applied_steps;
+        ck->skipped_steps = s.skipped_steps;
+    }
+    if (st == CT_OK)
+        st = download_packed(dev, bound, &bound->params, &ck->params, err);
     if (st == CT_OK && bound->opt_m.data)
         st = download_packed(dev, bound, &bound->opt_m, &ck->m, err);
     if (st == CT_OK && bound->opt_v.data)
@@ -141,6 +155,18 @@ static ct_status check_layers(const ct_graph *g, const ct_checkpoint *ck, const 
     return CT_OK;
 }
 
+/* packed parameters into the bound network's params (and its half copy). */
+static ct_status upload_params(ct_graph *g, const float *packed, ct_err *err)
+{
+    float *span = calloc(g->param_span + 1, sizeof *span);
+    if (!span)
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory loading %zu parameters", g->n_params);
+    unpack_params(g, packed, span);
+    ct_status st = ct_graph_set_params(g, span, err);
+    free(span);
+    return st;
+}
+
 ct_status ct_net_restore(ct_net *net, const ct_checkpoint *ck, const char *source, ct_err *err)
 {
     ct_graph *g = &net->graph;
@@ -151,7 +177,7 @@ ct_status ct_net_restore(ct_net *net, const ct_checkpoint *ck, const char *sourc
     for (int i = 0; i < net->n_replicas && st == CT_OK; i++) {
         ct_graph *bound = &net->replicas[i].graph;
         ct_device *dev = net->replicas[i].dev;
-        st = upload_packed(dev, bound, &bound->params, ck->params, err);
+        st = upload_params(bound, ck->params, err);
         if (st == CT_OK && bound->state.count)
             st = dev->ops->upload(dev, bound->state.data, ck->state, ct_tensor_bytes(&bound->state), err);
         /* moments only carry over to the same optimizer; another one starts its own from zero */
@@ -159,6 +185,18 @@ ct_status ct_net_restore(ct_net *net, const ct_checkpoint *ck, const char *sourc
             st = upload_packed(dev, bound, &bound->opt_m, ck->m, err);
         if (st == CT_OK && same_optimizer && bound->opt_v.data && ck->v)
             st = upload_packed(dev, bound, &bound->opt_v, ck->v, err);
+        /* the scaler continues where it was (exact resume); a checkpoint without one (fp32, bf16)
+         * leaves the config's starting scaler. The growth interval is the config's. */
+        if (st == CT_OK && net->cfg.train.precision == CT_PREC_FP16 && ck->has_scaler) {
+            ct_scaler s = ct_train_scaler_start(&net->cfg.train);
+            s.scale = ck->loss_scale;
+            s.clean_steps = ck->clean_steps;
+            s.applied_steps = ck->applied_steps;
+            s.skipped_steps = ck->skipped_steps;
+            if (s.growth_steps == 0 && net->cfg.train.loss_scale > 0)
+                s.scale = net->cfg.train.loss_scale;   /* a fixed scale is the config's */
+            st = net->replicas[i].be->ops->scaler_set(net->replicas[i].be, &s, err);
+        }
     }
     if (st == CT_OK) {
         net->epoch = ck->epoch;

@@ -59,6 +59,9 @@ typedef struct ct_train_config {
     float warmup;            /* epochs of linear warm-up */
     float min_lr;            /* floor of the cosine schedule */
     ct_precision precision;
+    float loss_scale;        /* fp16: a fixed loss scale, or 0 for `dynamic` */
+    float loss_scale_init;   /* fp16 dynamic: the first scale */
+    int loss_scale_growth_steps;  /* fp16 dynamic: clean steps before the scale doubles */
     char devices[64];        /* "cpu", "all", or a comma list of ordinals */
     int graph;               /* 1 on, 0 off, -1 auto (on for CUDA) */
     int deterministic;       /* 1: cuDNN's deterministic convolution algorithms where one exists */
@@ -87,6 +90,7 @@ typedef struct ct_layer_config {
     int global;              /* avgpool/maxpool over the whole plane */
     float rate;              /* dropout */
     float momentum, epsilon; /* batchnorm */
+    ct_layer_dtype dtype;    /* dense, conv2d, batchnorm: auto or pinned to fp32 */
 } ct_layer_config;
 
 typedef struct ct_config {

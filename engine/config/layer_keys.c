@@ -11,7 +11,8 @@
 
 /* CT_KEY_ENUM writes an int */
 _Static_assert(sizeof(ct_activation) == sizeof(int) && sizeof(ct_layer_type) == sizeof(int) &&
-                   sizeof(ct_padding) == sizeof(int) && sizeof(ct_init) == sizeof(int),
+                   sizeof(ct_padding) == sizeof(int) && sizeof(ct_init) == sizeof(int) &&
+                   sizeof(ct_layer_dtype) == sizeof(int),
                "enums must be int-sized");
 _Static_assert(CT_LAYER_TYPE_COUNT <= 32, "a key row's mask has one bit per layer type");
 

@@ -461,12 +461,13 @@ ct_status ct_split_items(const ct_value_ctx *vc, const ct_key_spec *ks, const ch
 /* A key with no row for this variant: a typo (suggest the nearest key) or a key of another variant. */
 static ct_status unknown_key(const ct_value_ctx *vc, const ct_key_set *set, const char *key)
 {
-    unsigned elsewhere = 0;
+    unsigned elsewhere = 0, explain = 0;
     const char *note = NULL;
     const ct_key_spec *ks;
     for (row_iter it = {set, 0, 0}; (ks = next_row(&it)) != NULL;)
         if (strcmp(ks->name, key) == 0) {
             elsewhere |= ks->mask;
+            explain |= ks->flags & CT_KEY_EXPLAIN_MISPLACED;
             note = ks->note ? ks->note : note;
         }
     char which[256] = "", why[160] = "";
@@ -482,8 +483,9 @@ static ct_status unknown_key(const ct_value_ctx *vc, const ct_key_set *set, cons
             ct_suggest_consider(&s, ks->name);
     char hint[128];
     /* A real key of other layer types is probably not a typo ("units" in a conv2d is not "init"),
-     * unless a key of this type is one edit away ("input" in an add means "inputs"). */
-    if (!elsewhere || (s.best && s.dist <= 1))
+     * unless a key of this type is one edit away ("input" in an add means "inputs") and the row
+     * does not ask to be explained. */
+    if (!elsewhere || (!explain && s.best && s.dist <= 1))
         return ct_fail_value(vc, "unknown key '%s' in [%s]%s", key, vc->section,
                              ct_did_you_mean(&s, hint, sizeof hint));
     ct_join_names(set->variant_names, elsewhere, which, sizeof which);

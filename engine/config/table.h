@@ -59,6 +59,9 @@ enum {
     CT_KEY_HAS_MAX = 1 << 2,
     CT_KEY_MIN_OPEN = 1 << 3, /* min itself is not allowed */
     CT_KEY_MAX_OPEN = 1 << 4, /* max itself is not allowed */
+    /* Given where the row does not apply, always say where it does, even when a key of this
+     * variant is one edit away: `dtype` on a pool is not a misspelt `type`. */
+    CT_KEY_EXPLAIN_MISPLACED = 1 << 5,
 };
 
 struct ct_key_spec;

@@ -9,7 +9,7 @@
 
 static const char *const optimizer_names[] = {"sgd", "momentum", "adam", "adamw", NULL};
 static const char *const schedule_names[] = {"constant", "step", "cosine", NULL};
-static const char *const precision_names[] = {"fp32", "fp16", NULL};
+static const char *const precision_names[] = {"fp32", "fp16", "bf16", NULL};
 
 /* CT_KEY_ENUM writes an int */
 _Static_assert(sizeof(ct_optimizer) == sizeof(int) && sizeof(ct_schedule) == sizeof(int) &&
@@ -20,6 +20,7 @@ static ct_status parse_batch(const ct_value_ctx *, const ct_key_spec *, const ch
 static ct_status parse_devices(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 static ct_status parse_graph(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 static ct_status parse_memory(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
+static ct_status parse_loss_scale(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 
 #define T(f) offsetof(ct_train_config, f)
 
@@ -53,6 +54,14 @@ static const ct_key_spec train_keys[] = {
     {.name = "min_lr", .kind = CT_KEY_FLOAT, .offset = T(min_lr), .def = "0", .flags = CT_KEY_HAS_MIN, .min = 0},
     {.name = "precision", .kind = CT_KEY_ENUM, .offset = T(precision), .def = "fp32", .names = precision_names,
      .label = "precision"},
+    /* Keras's and PyTorch's defaults: start at 2^15, double after 2000 clean steps. The first
+     * scale lies within the scaler's own bounds (base/scaler.h), which it never leaves. */
+    {.name = "loss_scale", .kind = CT_KEY_CUSTOM, .parse = parse_loss_scale, .offset = T(loss_scale),
+     .def = "dynamic"},
+    {.name = "loss_scale_init", .kind = CT_KEY_FLOAT, .offset = T(loss_scale_init), .def = "32768",
+     .flags = CT_KEY_HAS_MIN | CT_KEY_HAS_MAX, .min = 1, .max = 16777216},
+    {.name = "loss_scale_growth_steps", .kind = CT_KEY_INT, .offset = T(loss_scale_growth_steps), .def = "2000",
+     .flags = CT_KEY_HAS_MIN, .min = 1},
     {.name = "devices", .kind = CT_KEY_CUSTOM, .parse = parse_devices, .offset = T(devices), .def = "all"},
     {.name = "graph", .kind = CT_KEY_CUSTOM, .parse = parse_graph, .offset = T(graph), .def = "auto"},
     /* off by default, as PyTorch's torch.backends.cudnn.deterministic */
@@ -144,6 +153,26 @@ static ct_status parse_memory(const ct_value_ctx *vc, const ct_key_spec *ks, con
         return ct_fail_value(vc, "bad value '%s' for memory; expected grow, preallocate or limit:MiB (e.g. limit:512)",
                              text);
     }
+    return CT_OK;
+}
+
+/* loss_scale = dynamic (0) | a positive finite number, fixed for the run. */
+static ct_status parse_loss_scale(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
+{
+    float *dst = (float *)((char *)base + ks->offset);
+    double v = 0;
+    if (strcmp(text, "dynamic") == 0) {
+        *dst = 0.0f;
+        return CT_OK;
+    }
+    if (!ct_strict_float(text, &v) || !(v > 0)) {
+        ct_suggestion s = ct_suggest_start(text);
+        ct_suggest_consider(&s, "dynamic");
+        char hint[64];
+        return ct_fail_value(vc, "bad loss_scale '%s'%s; expected dynamic or a positive finite number such as 1024",
+                             text, ct_did_you_mean(&s, hint, sizeof hint));
+    }
+    *dst = (float)v;
     return CT_OK;
 }
 

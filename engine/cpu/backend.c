@@ -1,11 +1,16 @@
 /* The CPU backend: the per-type ops of engine/cpu/<type>.c, the loss and the optimizer on host
  * memory, OpenMP threads. Memory comes from the device it is bound to (device.c). */
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/half.h"
 #include "cpu/cpu_backend.h"
 
-#define CT_CPU_LAYER_OPS(upper, lower) [CT_LAYER_##upper] = &ct_cpu_##lower##_ops,
+/* Every type through the half path (half.c), which runs the type's fp32 ops (ct_cpu_<type>_ops)
+ * directly for a layer with nothing half: an fp32 network runs exactly its fp32 ops. */
+#define CT_CPU_LAYER_OPS(upper, lower) [CT_LAYER_##upper] = &ct_cpu_half_ops,
 static const ct_layer_ops *const cpu_layers[CT_LAYER_TYPE_COUNT] = {CT_LAYER_TYPES(CT_CPU_LAYER_OPS)};
 #undef CT_CPU_LAYER_OPS
 
@@ -83,6 +88,14 @@ static ct_status cpu_loss(ct_backend *be, const ct_tensor *logits, const ct_tens
     long correct = 0;
     st->loss_sum += ct_cpu_softmax_xent(ct_f32(logits), ct_i32(labels), ct_f32(dlogits), n, logits->shape.c,
                                         1.0f / (float)n, &correct);
+    /* the scale as a second rounding, ((p - onehot) * (1/n)) * scale, as the CUDA kernel
+     * (ct_launch_softmax_xent_scaled) does; exact for dynamic scaling's powers of two */
+    if (st->scaling && dlogits) {
+        float *d = ct_f32(dlogits), scale = st->scaler.scale;
+        size_t count = (size_t)n * (size_t)logits->shape.c;
+        for (size_t i = 0; i < count; i++)
+            d[i] *= scale;
+    }
     st->correct += correct;
     return CT_OK;
 }
@@ -111,10 +124,12 @@ static ct_status cpu_read_metrics(ct_backend *be, double *loss_sum, long *correc
     return CT_OK;
 }
 
-// params, grads, m, v: (count) fp32; m, v may be NULL (or hold NULL) when the optimizer keeps none
-static ct_status cpu_optimizer_step(ct_backend *be, const ct_optim_step *s, ct_err *err)
+// params, grads, m, v: (count) fp32; m, v may be NULL (or hold NULL) when the optimizer keeps none;
+// params_half: (count) fp16 / bf16 or NULL
+static ct_status cpu_update(ct_backend *be, const ct_optim_step *s, ct_err *err)
 {
-    const ct_step_scalars *now = &ct_cpu_of(be)->step;
+    ct_cpu_state *cs = ct_cpu_of(be);
+    const ct_step_scalars *now = &cs->step;
     float *w = ct_f32(s->params), *m = ct_f32(s->m), *v = ct_f32(s->v);
     const float *g = ct_f32(s->grads);
     size_t count = s->params->count;
@@ -127,11 +142,61 @@ static ct_status cpu_optimizer_step(ct_backend *be, const ct_optim_step *s, ct_e
         return CT_OK;
     case CT_OPT_ADAM:
     case CT_OPT_ADAMW:
+        /* scaled: t counts applied updates only, so a skipped step leaves Adam where it was; the
+         * bias corrections come from t here, in double as for fp32 and in the CUDA kernel
+         * (ct_launch_adam_step_dt), so that both backends agree */
         ct_cpu_adam_step(w, g, m, v, count, now->lr, s->beta1, s->beta2, s->epsilon, s->weight_decay,
-                         s->kind == CT_OPT_ADAMW, now->t);
+                         s->kind == CT_OPT_ADAMW, s->scaled ? (long)(cs->scaler.applied_steps + 1) : now->t);
         return CT_OK;
     }
     return ct_fail(err, CT_ERR_INTERNAL, "cpu backend: unknown optimizer %d", (int)s->kind);
+}
+
+static ct_status cpu_optimizer_step(ct_backend *be, const ct_optim_step *s, ct_err *err)
+{
+    ct_cpu_state *cs = ct_cpu_of(be);
+    if (s->scaled && !cs->scaling)
+        return ct_fail(err, CT_ERR_INTERNAL, "cpu backend: a scaled update without a loss scaler (scaler_set)");
+    ct_status st = CT_OK;
+    if (!s->scaled || cs->scaler.nonfinite == 0) {
+        st = cpu_update(be, s, err);
+        if (st == CT_OK && s->params_half)
+            ct_cpu_round_params(ct_f32(s->params), s->params_half->data, s->params->count, s->params_half->dtype);
+    }
+    if (st == CT_OK && s->scaled)
+        ct_scaler_update(&cs->scaler);
+    return st;
+}
+
+static ct_status cpu_scaler_set(ct_backend *be, const ct_scaler *s, ct_err *err)
+{
+    (void)err;
+    ct_cpu_state *cs = ct_cpu_of(be);
+    cs->scaling = s != NULL;
+    if (s)
+        cs->scaler = *s;
+    return CT_OK;
+}
+
+static ct_status cpu_scaler_get(ct_backend *be, ct_scaler *out, ct_err *err)
+{
+    ct_cpu_state *cs = ct_cpu_of(be);
+    if (!cs->scaling)
+        return ct_fail(err, CT_ERR_INTERNAL, "cpu backend: no loss scaler is set");
+    *out = cs->scaler;
+    return CT_OK;
+}
+
+// grads: flat fp32
+static ct_status cpu_unscale(ct_backend *be, ct_tensor *grads, ct_err *err)
+{
+    ct_cpu_state *cs = ct_cpu_of(be);
+    if (!cs->scaling)
+        return ct_fail(err, CT_ERR_INTERNAL, "cpu backend: unscale without a loss scaler (scaler_set)");
+    /* multiplied by the reciprocal, as PyTorch's GradScaler: exact for power-of-two scales */
+    long bad = ct_cpu_unscale(ct_f32(grads), grads->count, 1.0f / cs->scaler.scale);
+    cs->scaler.nonfinite += bad > INT32_MAX - cs->scaler.nonfinite ? INT32_MAX - cs->scaler.nonfinite : (int32_t)bad;
+    return CT_OK;
 }
 
 // t: fp32, at least count elements
@@ -146,8 +211,10 @@ static void cpu_destroy(ct_backend *be)
 {
     if (!be)
         return;
-    if (be->impl)
+    if (be->impl) {
         release_buffers(be);
+        free(ct_cpu_of(be)->f16_values);
+    }
     free(be->impl);
     free(be);
 }
@@ -165,6 +232,9 @@ static const ct_backend_ops cpu_ops = {
     .read_metrics = cpu_read_metrics,
     .peek_metrics = cpu_peek_metrics,
     .optimizer_step = cpu_optimizer_step,
+    .scaler_set = cpu_scaler_set,
+    .scaler_get = cpu_scaler_get,
+    .unscale = cpu_unscale,
     .all_finite = cpu_all_finite,
     .destroy = cpu_destroy,
 };
@@ -175,11 +245,16 @@ ct_status ct_cpu_backend_create(ct_backend **out, ct_device *dev, ct_err *err)
         return ct_fail(err, CT_ERR_USAGE, "the CPU backend needs a device with host memory (ct_cpu_device_create)");
     ct_backend *be = calloc(1, sizeof *be);
     ct_cpu_state *st = calloc(1, sizeof *st);
-    if (!be || !st) {
+    float *f16 = malloc(65536 * sizeof *f16);
+    if (!be || !st || !f16) {
         free(be);
         free(st);
+        free(f16);
         return ct_fail(err, CT_ERR_NOMEM, "out of memory creating the CPU backend");
     }
+    for (uint32_t h = 0; h < 65536; h++)
+        f16[h] = ct_f32_from_f16((uint16_t)h);
+    st->f16_values = f16;
     be->ops = &cpu_ops;
     be->dev = dev;
     be->impl = st;

@@ -11,6 +11,10 @@ typedef struct ct_cpu_state {
     float *workspace;        /* shared by all layers: im2col of the largest convolution */
     float *scratch;          /* (n, largest layer output): gradient before a fused activation */
     ct_step_scalars step;    /* of the step being run */
+    ct_scaler scaler;        /* fp16's loss scaler, with scaling on */
+    int scaling;             /* 1: the loss scales dlogits and unscale divides the gradients */
+    float *f16_values;       /* (65536) the fp32 value of every fp16 bit pattern (ct_f32_from_f16):
+                              * the half path widens by lookup */
     double loss_sum;         /* metric accumulators */
     long correct;
 } ct_cpu_state;
@@ -24,6 +28,8 @@ static inline size_t ct_cpu_out_count(const ct_layer *l, int n) { return (size_t
 #define CT_CPU_DECLARE_OPS(upper, lower) extern const ct_layer_ops ct_cpu_##lower##_ops;
 CT_LAYER_TYPES(CT_CPU_DECLARE_OPS)
 #undef CT_CPU_DECLARE_OPS
+/* Any type: its fp32 ops on fp32 copies of the layer's fp16 / bf16 tensors (half.c). */
+extern const ct_layer_ops ct_cpu_half_ops;
 
 /* Types with a fused activation (dense, conv2d, add) compute z and call this to finish:
  * y = act(z), nothing when linear (z is y). */

@@ -1,6 +1,8 @@
 /* Optimizer updates over one flat parameter buffer, following torch.optim's formulas. */
 #include <math.h>
 
+#include "base/half.h"
+#include "base/tensor.h"
 #include "cpu/cpu_ops.h"
 
 // w, g, vel: (n); vel unused (may be NULL) when momentum is 0
@@ -39,5 +41,29 @@ void ct_cpu_adam_step(float *w, const float *g, float *m, float *v, size_t n, fl
         /* AdamW decays the weight before the Adam step, as PyTorch's w.mul_(1 - lr * wd) */
         float wi = w[i] * shrink;
         w[i] = wi - lr * (m[i] / bc1) / (sqrtf(v[i] / bc2) + eps);
+    }
+}
+
+// g: (n) fp32, scaled in place
+long ct_cpu_unscale(float *g, size_t n, float inv_scale)
+{
+    long bad = 0;
+#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > CT_CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        g[i] *= inv_scale;
+        bad += !isfinite(g[i]);
+    }
+    return bad;
+}
+
+// w: (n) fp32; h: (n) fp16 or bf16 bits
+void ct_cpu_round_params(const float *w, uint16_t *h, size_t n, int half_dtype)
+{
+    if (half_dtype == CT_DTYPE_F16) {
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
+        for (size_t i = 0; i < n; i++) h[i] = ct_f16_from_f32(w[i]);
+    } else {
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
+        for (size_t i = 0; i < n; i++) h[i] = ct_bf16_from_f32(w[i]);
     }
 }

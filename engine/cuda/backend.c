@@ -66,6 +66,8 @@ static ct_status cuda_optimizer_step(ct_backend *be, const ct_optim_step *s, ct_
 {
     ct_cuda *cu = ct_cuda_of(be);
     size_t count = s->params->count;
+    if (s->scaled || s->params_half)
+        return ct_fail(err, CT_ERR_BACKEND, "fp16 and bf16 on the CUDA backend come with its half-precision kernels");
     const ct_tensor *all[4] = {s->params, s->grads, s->m, s->v};
     for (int i = 0; i < 4; i++)
         if (all[i] && all[i]->data && (all[i]->dtype != CT_DTYPE_F32 || all[i]->count < count))
@@ -89,6 +91,27 @@ static ct_status cuda_optimizer_step(ct_backend *be, const ct_optim_step *s, ct_
         return CT_OK;
     }
     return ct_fail(err, CT_ERR_INTERNAL, "cuda backend: unknown optimizer %d", (int)s->kind);
+}
+
+/* Loss scaling is fp16's, which comes to this backend with its half-precision kernels: turning it
+ * off is all it accepts until then. */
+static ct_status cuda_scaler_set(ct_backend *be, const ct_scaler *s, ct_err *err)
+{
+    (void)be;
+    return s ? ct_fail(err, CT_ERR_BACKEND, "fp16 loss scaling on the CUDA backend comes with its half-precision kernels")
+             : CT_OK;
+}
+
+static ct_status cuda_scaler_get(ct_backend *be, ct_scaler *out, ct_err *err)
+{
+    (void)be; (void)out;
+    return ct_fail(err, CT_ERR_BACKEND, "fp16 loss scaling on the CUDA backend comes with its half-precision kernels");
+}
+
+static ct_status cuda_unscale(ct_backend *be, ct_tensor *grads, ct_err *err)
+{
+    (void)be; (void)grads;
+    return ct_fail(err, CT_ERR_BACKEND, "fp16 loss scaling on the CUDA backend comes with its half-precision kernels");
 }
 
 /* Off the step's path (it diagnoses a failure), so it may wait. */
@@ -154,6 +177,9 @@ static const ct_backend_ops cuda_ops = {
     .read_metrics = ct_cuda_read_metrics,
     .peek_metrics = ct_cuda_peek_metrics,
     .optimizer_step = cuda_optimizer_step,
+    .scaler_set = cuda_scaler_set,
+    .scaler_get = cuda_scaler_get,
+    .unscale = cuda_unscale,
     .all_finite = cuda_all_finite,
     .destroy = cuda_destroy,
 };

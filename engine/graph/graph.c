@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/half.h"
 #include "graph/graph.h"
 
 /* ---- building: inputs, shapes, parameter offsets ---- */
@@ -50,6 +51,26 @@ static ct_status resolve_inputs(ct_graph *g, ct_layer *l, const char *file, ct_e
     return CT_OK;
 }
 
+/* In a half run every layer is half but those pinned to fp32 and the output layer (its logits feed
+ * the fp32 softmax, Keras's float32 output layer); an aliasing flatten has its producer's dtype,
+ * as it shares its buffers. The data input is fp32. */
+static void assign_dtypes(ct_graph *g)
+{
+    for (int i = 0; i < g->n_layers; i++) {
+        ct_layer *l = &g->layers[i];
+        if (g->half == CT_DTYPE_F32 || i == g->n_layers - 1 || l->cfg->dtype == CT_LAYER_DTYPE_FP32)
+            l->dtype = CT_DTYPE_F32;
+        else if (l->def->aliases_input)
+            l->dtype = l->in[0] == CT_INPUT_NODE ? CT_DTYPE_F32 : g->layers[l->in[0]].dtype;
+        else
+            l->dtype = g->half;
+        l->touches_half = ct_dtype_is_half(l->dtype);
+        for (int k = 0; k < l->n_in; k++)
+            if (l->in[k] != CT_INPUT_NODE && ct_dtype_is_half(g->layers[l->in[k]].dtype))
+                l->touches_half = 1;
+    }
+}
+
 static ct_status check_output(const ct_graph *g, const char *file, ct_err *err)
 {
     const ct_layer *last = &g->layers[g->n_layers - 1];
@@ -71,6 +92,8 @@ ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int 
     memset(g, 0, sizeof *g);
     g->input = input;
     g->classes = classes;
+    g->precision = cfg->train.precision;
+    g->half = g->precision == CT_PREC_FP16 ? CT_DTYPE_F16 : g->precision == CT_PREC_BF16 ? CT_DTYPE_BF16 : CT_DTYPE_F32;
     g->layers = calloc((size_t)cfg->n_layers, sizeof *g->layers);
     if (!g->layers)
         return ct_fail(err, CT_ERR_NOMEM, "out of memory building the network");
@@ -99,6 +122,7 @@ ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int 
         l->state_off = g->n_state;
         g->n_state += l->state_count;
     }
+    assign_dtypes(g);
     return check_output(g, cfg->file, err);
 }
 
@@ -142,11 +166,13 @@ static int aliases_input(const ct_layer *l)
     return l->def->aliases_input && l->in[0] != CT_INPUT_NODE;
 }
 
-/* Elements of a layer's activation gradient in the act_grads block at batch n, padded so that
- * the next one starts aligned; 0 for an aliasing layer, which has none of its own. */
+/* Bytes of a layer's activation gradient (in its dtype) in the act_grads block at batch n, padded
+ * so that the next one starts aligned; 0 for an aliasing layer, which has none of its own. */
 static size_t grad_span(const ct_layer *l, int n)
 {
-    return aliases_input(l) ? 0 : ct_align_count((size_t)n * ct_shape_size(l->out), CT_DTYPE_F32);
+    if (aliases_input(l))
+        return 0;
+    return ct_align_count((size_t)n * ct_shape_size(l->out), l->dtype) * ct_dtype_size(l->dtype);
 }
 
 static size_t aux_bytes(const ct_layer *l, int n)
@@ -168,7 +194,7 @@ size_t ct_graph_activation_bytes(const ct_graph *g, int i)
     return bytes + aux_bytes(l, 1);
 }
 
-enum { TENSORS_PER_LAYER = 9 };  /* y, dy, z, aux, w, b, dw, db, state */
+enum { TENSORS_PER_LAYER = 11 };  /* y, dy, z, aux, w, b, dw, db, state, w_half, b_half */
 
 /* The next free tensor slot, holding t. */
 static ct_tensor *slot(ct_graph *g, ct_tensor t)
@@ -217,11 +243,11 @@ static void mark_gradient_writers(ct_graph *g)
 static ct_status bind_layers(ct_graph *g, ct_err *err)
 {
     int n = g->batch;
-    size_t grad_elems = 0, offset = 0;
+    size_t grad_bytes = 0, offset = 0;
     for (int i = 0; i < g->n_layers; i++)
-        grad_elems += grad_span(&g->layers[i], n);
-    /* every activation gradient in one block (fp32 here; the layers' dtypes once they differ) */
-    g->act_grads = own_flat(g, CT_DTYPE_F32, grad_elems);
+        grad_bytes += grad_span(&g->layers[i], n);
+    /* every activation gradient in one block of bytes, each in its layer's dtype */
+    g->act_grads = own_flat(g, CT_DTYPE_U8, grad_bytes);
     g->tensors = calloc((size_t)g->n_layers * TENSORS_PER_LAYER, sizeof *g->tensors);
     if (!g->act_grads.data || !g->tensors)
         return ct_fail(err, CT_ERR_NOMEM, "out of memory for activation gradients");
@@ -237,7 +263,7 @@ static ct_status bind_layers(ct_graph *g, ct_err *err)
             l->dy = slot(g, ct_tensor_make(l->dx[0]->data, l->dtype, n, l->out));
         } else {
             l->y = slot(g, own_tensor(g, l->dtype, n, l->out));
-            char *grads = (char *)g->act_grads.data + offset * ct_dtype_size(g->act_grads.dtype);
+            char *grads = (char *)g->act_grads.data + offset;
             l->dy = slot(g, ct_tensor_make(grads, l->dtype, n, l->out));
             offset += grad_span(l, n);
         }
@@ -257,6 +283,9 @@ static ct_status bind_layers(ct_graph *g, ct_err *err)
         l->b = l->b_count ? view(g, &g->params, l->b_off, l->b_count, 1) : NULL;
         l->db = l->b_count ? view(g, &g->grads, l->b_off, l->b_count, 1) : NULL;
         l->state = l->state_count ? view(g, &g->state, l->state_off, l->state_count, 1) : NULL;
+        int half_w = ct_layer_reads_half_weights(l);
+        l->w_half = half_w ? view(g, &g->params_half, l->w_off, l->w_count, rows) : NULL;
+        l->b_half = half_w && l->b_count ? view(g, &g->params_half, l->b_off, l->b_count, 1) : NULL;
     }
     mark_gradient_writers(g);
     return CT_OK;
@@ -281,10 +310,27 @@ static ct_status init_params(ct_graph *g, uint64_t seed, ct_err *err)
                      l->state_count ? host_state + l->state_off : NULL, &rng);
     }
     ct_device *dev = g->be->dev;
-    ct_status st = dev->ops->upload(dev, g->params.data, host, ct_tensor_bytes(&g->params), err);
+    ct_status st = ct_graph_set_params(g, host, err);
     if (st == CT_OK && g->n_state)
         st = dev->ops->upload(dev, g->state.data, host_state, ct_tensor_bytes(&g->state), err);
     free(host);
+    return st;
+}
+
+ct_status ct_graph_set_params(ct_graph *g, const float *host, ct_err *err)
+{
+    ct_device *dev = g->be->dev;
+    ct_status st = dev->ops->upload(dev, g->params.data, host, ct_tensor_bytes(&g->params), err);
+    if (st != CT_OK || !g->params_half.data)
+        return st;
+    /* rounded on the host with the kernels' rounding (base/half.h), then one upload */
+    uint16_t *half = malloc(g->param_span * sizeof *half + 1);
+    if (!half)
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory for the half copy of %zu parameters", g->param_span);
+    for (size_t i = 0; i < g->param_span; i++)
+        half[i] = g->half == CT_DTYPE_F16 ? ct_f16_from_f32(host[i]) : ct_bf16_from_f32(host[i]);
+    st = dev->ops->upload(dev, g->params_half.data, half, ct_tensor_bytes(&g->params_half), err);
+    free(half);
     return st;
 }
 
@@ -297,24 +343,33 @@ static size_t param_bytes(const ct_graph *g) { return g->param_span * ct_dtype_s
 void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan)
 {
     size_t n = (size_t)batch, pbytes = param_bytes(g), workspace = 0, scratch = 0;
+    size_t *by = plan->by_dtype;
     memset(plan, 0, sizeof *plan);
     plan->params = 2 * pbytes;
+    plan->params_half = g->half != CT_DTYPE_F32 ? g->param_span * ct_dtype_size(g->half) : 0;
     plan->optimizer = (size_t)(has_m(opt) + has_v(opt)) * pbytes;
     plan->state = g->n_state * ct_dtype_size(CT_DTYPE_F32);
     plan->inputs = n * ct_shape_size(g->input) * ct_dtype_size(CT_DTYPE_F32) + n * ct_dtype_size(CT_DTYPE_I32);
+    by[CT_DTYPE_F32] += plan->params + plan->optimizer + plan->state + n * ct_shape_size(g->input) * sizeof(float);
+    by[CT_DTYPE_I32] += n * ct_dtype_size(CT_DTYPE_I32);
+    by[g->half] += plan->params_half;
     for (int i = 0; i < g->n_layers; i++) {
         const ct_layer *l = &g->layers[i];
         size_t out = n * ct_shape_size(l->out) * ct_dtype_size(l->dtype);
-        if (!aliases_input(l))
-            plan->activations += out;
-        plan->gradients += grad_span(l, batch) * ct_dtype_size(CT_DTYPE_F32);
-        if (ct_layer_keeps_preactivation(l))
-            plan->activations += out;
-        plan->activations += aux_bytes(l, batch);
+        size_t kept = (aliases_input(l) ? 0 : out) + (ct_layer_keeps_preactivation(l) ? out : 0);
+        plan->activations += kept + aux_bytes(l, batch);
+        plan->gradients += grad_span(l, batch);
+        by[l->dtype] += kept + grad_span(l, batch);
+        if (l->def->aux_count) {
+            ct_dtype aux_dtype;
+            (void)l->def->aux_count(l, batch, &aux_dtype);
+            by[aux_dtype] += aux_bytes(l, batch);
+        }
     }
     ct_backend_sizes(be, g, batch, &workspace, &scratch);
     plan->workspace = workspace + scratch;
-    plan->total = plan->params + plan->optimizer + plan->state + plan->inputs + plan->activations +
+    by[CT_DTYPE_U8] += plan->workspace;
+    plan->total = plan->params + plan->params_half + plan->optimizer + plan->state + plan->inputs + plan->activations +
                   plan->gradients + plan->workspace;
 }
 
@@ -344,10 +399,12 @@ ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt
     g->opt_m = has_m(opt) ? own_flat(g, CT_DTYPE_F32, g->param_span) : ct_tensor_flat(NULL, CT_DTYPE_F32, 0);
     g->opt_v = has_v(opt) ? own_flat(g, CT_DTYPE_F32, g->param_span) : ct_tensor_flat(NULL, CT_DTYPE_F32, 0);
     g->state = own_flat(g, CT_DTYPE_F32, g->n_state);
+    g->params_half = g->half != CT_DTYPE_F32 ? own_flat(g, g->half, g->param_span) : ct_tensor_flat(NULL, g->half, 0);
     g->x = own_tensor(g, CT_DTYPE_F32, batch, g->input);
     g->labels = own_tensor(g, CT_DTYPE_I32, batch, (ct_shape){1, 1, 1});
     if (!g->params.data || !g->grads.data || !g->state.data || !g->x.data || !g->labels.data ||
-        (has_m(opt) && !g->opt_m.data) || (has_v(opt) && !g->opt_v.data))
+        (has_m(opt) && !g->opt_m.data) || (has_v(opt) && !g->opt_v.data) ||
+        (g->half != CT_DTYPE_F32 && !g->params_half.data))
         return ct_fail(err, CT_ERR_NOMEM, "out of memory for %zu parameters at batch %d", g->n_params, batch);
     ct_status st = bind_layers(g, err);
     if (st == CT_OK) {

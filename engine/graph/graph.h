@@ -17,15 +17,23 @@ typedef struct ct_graph {
                               * layer's weights and biases start CT_TENSOR_ALIGN-aligned
                               * (w_off, b_off), zero padding between them */
     size_t n_state;          /* elements of non-trained state (batch-norm running statistics) */
+    ct_precision precision;  /* [train] precision: the layers' dtypes follow it */
+    ct_dtype half;           /* fp16 or bf16 in a mixed-precision run, fp32 otherwise */
 
     /* Bound by ct_graph_bind (backend memory). Flat tensors (params, grads, opt_m, opt_v of
      * param_span elements); opt_m, opt_v have NULL data when the optimizer keeps no such moment. */
     ct_backend *be;
     int batch;               /* the largest n a step may use */
     ct_tensor params, grads, opt_m, opt_v, state;
+    /* fp16 / bf16 runs: the parameters rounded to the half type, laid out as params (param_span
+     * elements, each layer's tensors at w_off and b_off), read by the half layers; rewritten from
+     * params after every applied update and whenever params are set (init, checkpoint load). NULL
+     * data in fp32 runs. */
+    ct_tensor params_half;
     ct_tensor x;             /* (batch, input) */
     ct_tensor labels;        /* (batch) int32 */
-    ct_tensor act_grads;     /* every layer's dy, one block, each CT_TENSOR_ALIGN-aligned */
+    ct_tensor act_grads;     /* every layer's dy, one block (bytes, uint8), each CT_TENSOR_ALIGN-aligned
+                              * and in its layer's dtype */
     ct_tensor *tensors;      /* the layers' tensors, which their pointers refer to */
     int n_tensors;
     void **owned;            /* allocations to free */
@@ -35,7 +43,8 @@ typedef struct ct_graph {
 
 /* What ct_graph_bind allocates for a batch size, by purpose (bytes). */
 typedef struct ct_memory_plan {
-    size_t params;           /* parameters and their gradients */
+    size_t params;           /* parameters and their gradients (fp32 masters) */
+    size_t params_half;      /* the half copy of the parameters (fp16 / bf16 runs) */
     size_t optimizer;        /* optimizer moments */
     size_t state;            /* batch-norm running statistics */
     size_t inputs;           /* the input batch and its labels */
@@ -43,12 +52,14 @@ typedef struct ct_memory_plan {
     size_t gradients;        /* activation gradients */
     size_t workspace;        /* the backend's workspace and scratch */
     size_t total;
+    size_t by_dtype[CT_DTYPE_COUNT];  /* the same bytes by element type (the workspace as uint8) */
 } ct_memory_plan;
 
 /* Computes the plan without allocating (the network must be built). */
 void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan);
 
-/* Resolves inputs, infers shapes and checks them (errors name the layer's line). */
+/* Resolves inputs, infers shapes and checks them (errors name the layer's line); gives each layer
+ * its dtype from cfg->train.precision. */
 ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int classes, ct_err *err);
 /* Allocates every tensor for batches up to `batch` on be's device, has the backend reserve its
  * workspace (dropping every captured step) and forget what it kept for a network at this address,
@@ -56,6 +67,10 @@ ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int 
  * is refused before anything is allocated, saying how much the batch needs. */
 ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, uint64_t seed,
                         size_t limit, ct_err *err);
+/* Sets the parameters from host values (g->param_span fp32, padding zero) and, in a half run,
+ * their half copy: the one way parameters are set, so the copy always matches the masters. */
+ct_status ct_graph_set_params(ct_graph *g, const float *host, ct_err *err);
+
 /* Frees the network's buffers, after its backend has dropped the steps captured on them. */
 void ct_graph_free(ct_graph *g);
 

@@ -31,7 +31,11 @@ typedef struct ct_layer {
     ct_shape in_shape;               /* in_shapes[0], which most types read */
     ct_shape out;
     ct_activation act;               /* fused activation (def->fused_activation) or the activation layer's */
-    ct_dtype dtype;                  /* of its activations and their gradients */
+    ct_dtype dtype;                  /* of its activations (y, z) and their gradient dy: fp32, or in an
+                                      * fp16 / bf16 run the half type unless pinned (`dtype = fp32`)
+                                      * or the output layer (ct_graph_build) */
+    int touches_half;                /* the layer or one of its producers is half (ct_graph_build):
+                                      * the CPU runs it through its half path */
 
     /* convolution and pooling geometry (kernel, stride, leading pads) */
     int kh, kw, stride, pad_t, pad_l;
@@ -52,6 +56,10 @@ typedef struct ct_layer {
     ct_tensor *dx[CT_MAX_INPUTS];
     ct_tensor *y, *dy, *z, *aux;
     ct_tensor *w, *b, *dw, *db, *state;
+    /* A half layer's weights and bias as its forward and backward read them: views into the
+     * network's half copy of the parameters (ct_graph.params_half), NULL for fp32 layers and for
+     * batch norm, whose parameters stay fp32. */
+    ct_tensor *w_half, *b_half;
 
     /* Set by ct_graph_bind: how backward delivers dx[k]. Nothing is cleared before a step: a
      * backward writes dw and db (this layer is their one writer), and writes dx[k] when it is the
@@ -96,6 +104,16 @@ static inline int ct_activation_grad_needs_input(ct_activation act)
 
 /* True when a fused activation needs the pre-activation kept apart from the output; else z is y
  * and the activation runs in place. */
+/* 1 for the half types. */
+static inline int ct_dtype_is_half(ct_dtype t) { return t == CT_DTYPE_F16 || t == CT_DTYPE_BF16; }
+
+/* True when the layer computes from the half copy of its weights: a dense or conv2d layer whose
+ * activations are half (batch norm keeps fp32 parameters, as its statistics). */
+static inline int ct_layer_reads_half_weights(const ct_layer *l)
+{
+    return ct_dtype_is_half(l->dtype) && (l->type == CT_LAYER_DENSE || l->type == CT_LAYER_CONV2D) && l->w_count;
+}
+
 static inline int ct_layer_keeps_preactivation(const ct_layer *l)
 {
     return l->def->fused_activation && ct_activation_grad_needs_input(l->act);
@@ -103,6 +121,8 @@ static inline int ct_layer_keeps_preactivation(const ct_layer *l)
 
 /* Shared by dense and conv2d: `bias = on|off` and `init = auto|he|glorot`. */
 extern const struct ct_key_table ct_weight_keys;
+/* Shared by dense, conv2d and batchnorm (the types with parameters): `dtype = auto | fp32`. */
+extern const struct ct_key_table ct_dtype_keys;
 
 /* Shared by dense and conv2d: He (relu-like) or Glorot uniform, per `init` and the activation. */
 void ct_init_uniform_fan(float *w, size_t count, int fan_in, int fan_out, ct_init init,

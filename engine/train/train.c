@@ -69,6 +69,17 @@ ct_optim_step ct_train_optim_step(const ct_train_config *t, ct_graph *g)
         .m = g->opt_m.data ? &g->opt_m : NULL, .v = g->opt_v.data ? &g->opt_v : NULL,
         .momentum = t->momentum, .beta1 = t->beta1, .beta2 = t->beta2,
         .epsilon = t->epsilon, .weight_decay = t->weight_decay, .nesterov = t->nesterov,
+        .params_half = g->params_half.data ? &g->params_half : NULL,
+        .scaled = t->precision == CT_PREC_FP16,
+    };
+}
+
+ct_scaler ct_train_scaler_start(const ct_train_config *t)
+{
+    /* a fixed scale never moves (growth 0); dynamic starts at loss_scale_init */
+    return (ct_scaler){
+        .scale = t->loss_scale > 0 ? t->loss_scale : t->loss_scale_init,
+        .growth_steps = t->loss_scale > 0 ? 0 : t->loss_scale_growth_steps,
     };
 }
 
@@ -95,6 +106,9 @@ static ct_status step_work(void *p, ct_err *err)
         st = ct_graph_backward(g, c->n, err);
     if (st == CT_OK)
         st = c->net->comm->ops->all_reduce_mean(c->net->comm, r->rank, be, &g->grads, err);
+    /* fp16: the gradients back to their true size, non-finite values counted for the update */
+    if (st == CT_OK && c->net->cfg.train.precision == CT_PREC_FP16)
+        st = be->ops->unscale(be, &g->grads, err);
     if (st == CT_OK) {
         ct_optim_step s = ct_train_optim_step(&c->net->cfg.train, g);
         st = be->ops->optimizer_step(be, &s, err);
@@ -157,11 +171,32 @@ static ct_status non_finite_failure(ct_net *net, int n, ct_err *err)
 
 /* Progress without stalling the device: the figures are those of the last snapshot that has
  * completed, with the image count it was taken at. */
+/* fp16's loss scaler of the first replica (they agree), read outside any step; -1 values without
+ * one. */
+static ct_status read_scaler(ct_net *net, double *scale, long *skipped, ct_err *err)
+{
+    *scale = -1.0;
+    *skipped = -1;
+    if (net->cfg.train.precision != CT_PREC_FP16)
+        return CT_OK;
+    ct_scaler s;
+    ct_backend *be = net->replicas[0].be;
+    ct_status st = be->ops->scaler_get(be, &s, err);
+    if (st == CT_OK) {
+        *scale = s.scale;
+        *skipped = (long)s.skipped_steps;
+    }
+    return st;
+}
+
 static int report_progress(const ct_callbacks *cb, ct_net *net, long done, long steps, long images,
                            double started, double waited, ct_err *err, ct_status *st)
 {
-    double loss_sum = 0.0;
-    long correct = 0, seen = -1;
+    double loss_sum = 0.0, scale = -1.0;
+    long correct = 0, seen = -1, skipped = -1;
+    /* on a GPU the scaler would have to wait for the stream: the epoch's end reports it there */
+    if (net->replicas[0].dev->host_memory && (*st = read_scaler(net, &scale, &skipped, err)) != CT_OK)
+        return 1;
     for (int i = 0; i < net->n_replicas; i++) {
         ct_backend *be = net->replicas[i].be;
         double loss = 0.0;
@@ -177,7 +212,7 @@ static int report_progress(const ct_callbacks *cb, ct_net *net, long done, long 
     double seconds = now_seconds() - started;
     ct_progress p = {
         .epoch = net->epoch + 1, .epochs = net->cfg.train.epochs, .step_in_epoch = done,
-        .steps_per_epoch = steps, .loss = seen > 0 ? loss_sum / seen : 0.0,
+        .steps_per_epoch = steps, .loss = seen > 0 ? loss_sum / seen : 0.0, .skipped_steps = skipped,
         .accuracy = seen > 0 ? (double)correct / seen : 0.0,
         .images_per_s = seconds > 0 ? images / seconds : 0.0, .seconds = seconds,
         .input_wait_share = seconds > 0 ? waited / seconds : 0.0,
@@ -309,6 +344,11 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
         .input_wait_share = train_seconds > 0 ? waited / train_seconds : 0.0,
     };
     ct_pipeline_info(net->pipeline, &es->input_workers, &es->input_prefetch, NULL);
+    static const char *const precision_words[] = {"fp32", "fp16", "bf16"};
+    es->precision = precision_words[t->precision];
+    st = read_scaler(net, &es->loss_scale, &es->skipped_steps, err);
+    if (st != CT_OK)
+        return st;
     if (net->test.count > 0) {
         ct_eval_result r;
         st = ct_train_evaluate(net, &net->test, &r);

@@ -53,6 +53,6 @@ static void conv_init(const ct_layer *l, float *w, float *b, float *state, ct_rn
 
 const ct_layer_def ct_layer_def_conv2d = {
     .min_inputs = 1, .max_inputs = 1, .fused_activation = 1,
-    .keys = (const ct_key_table *const[]){&conv_keys, &ct_weight_keys, NULL},
+    .keys = (const ct_key_table *const[]){&conv_keys, &ct_weight_keys, &ct_dtype_keys, NULL},
     .infer = conv_infer, .flops = conv_flops, .init = conv_init,
 };

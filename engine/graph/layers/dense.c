@@ -43,6 +43,6 @@ static void dense_init(const ct_layer *l, float *w, float *b, float *state, ct_r
 
 const ct_layer_def ct_layer_def_dense = {
     .min_inputs = 1, .max_inputs = 1, .fused_activation = 1,
-    .keys = (const ct_key_table *const[]){&dense_keys, &ct_weight_keys, NULL},
+    .keys = (const ct_key_table *const[]){&dense_keys, &ct_weight_keys, &ct_dtype_keys, NULL},
     .infer = dense_infer, .flops = dense_flops, .init = dense_init,
 };

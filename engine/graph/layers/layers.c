@@ -29,6 +29,16 @@ static const ct_key_spec weight_rows[] = {
 };
 const ct_key_table ct_weight_keys = CT_KEY_TABLE(weight_rows);
 
+static const char *const layer_dtype_names[] = {"auto", "fp32", NULL};
+
+/* Only types with parameters list it: pinning a layer without any to fp32 buys no accuracy (its
+ * output is rounded to half by the next half layer's input anyway), so it is a config error. */
+static const ct_key_spec dtype_rows[] = {
+    {.name = "dtype", .kind = CT_KEY_ENUM, .offset = offsetof(ct_layer_config, dtype), .def = "auto",
+     .names = layer_dtype_names, .label = "dtype", .flags = CT_KEY_EXPLAIN_MISPLACED},
+};
+const ct_key_table ct_dtype_keys = CT_KEY_TABLE(dtype_rows);
+
 void ct_init_uniform_fan(float *w, size_t count, int fan_in, int fan_out, ct_init init,
                          ct_activation act, ct_rng *rng)
 {
