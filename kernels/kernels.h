@@ -13,12 +13,32 @@
  *  - a gradient launcher with `accumulate` adds into dx when it is 1 and writes it when 0 (the
  *    first writer of a gradient in backward order: nothing is cleared before a step), writing
  *    0 + v rather than v so that the bits are those of adding into a cleared buffer, the CPU
- *    backend's (engine/cpu/cpu_ops.h). Parameter gradients (column sums) are always written. */
+ *    backend's (engine/cpu/cpu_ops.h). Parameter gradients (column sums) are always written.
+ *
+ * Mixed precision (dtypes): a launcher named *_dt is the general form of the fp32 launcher without
+ * the suffix, which is the _dt launcher with every dtype CT_DTYPE_F32 and gives the bits it gave
+ * before the _dt forms existed. Data pointers of a _dt launcher are void *; each tensor that may be
+ * half has its dtype, a value of ct_dtype (engine/base/tensor.h: 0 CT_DTYPE_F32, 1 CT_DTYPE_F16,
+ * 2 CT_DTYPE_BF16; anything else is cudaErrorInvalidValue), passed as an int after the other
+ * arguments and just before `stream`, in the order the tensors come in the argument list; tensors
+ * documented as fp32 (parameters' gradients, optimizer state, losses) stay float *.
+ * The arithmetic rule for half tensors: every value read is widened to fp32 (exactly), computed on
+ * exactly as the fp32 kernel does, in the same order, and rounded to the stored type once, on
+ * store, to nearest even (CUDA's __float2half_rn / __float2bfloat16_rn, engine/base/half.h on the
+ * host). So a half result is the fp32 kernel's result on the widened inputs, rounded: the host
+ * reproduces it bit for bit (with half.h) wherever the fp32 kernel uses only IEEE-rounded +, -, *, /
+ * and sqrt, and within one unit in the last place of the half type where it calls a
+ * transcendental (sigmoid, tanh, gelu: the fp32 value may differ from the host libm's in its last
+ * bits, which moves the half rounding only when it lies that close to a rounding boundary). NaN stays NaN but its payload is not promised
+ * (the GPU's conversion may return a canonical NaN where half.h keeps the payload's top bits).
+ * Half tensors need only their type's 2-byte alignment: the half paths use scalar loads. */
 #ifndef CT_KERNELS_H
 #define CT_KERNELS_H
 
 /* Pooling takes the window geometry the CPU code and the layers use (plain C). */
 #include "base/window.h"
+/* The loss scaler's state, which the loss, the unscale pass and the optimizers read in device memory. */
+#include "base/scaler.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -47,10 +67,19 @@ int ct_launch_bias_activation_forward(float *y, const float *bias, long rows, in
  * In one pass: v = z + bias; y = act(v); and z = v when y is apart. */
 int ct_launch_bias_activation_keep(float *z, const float *bias, float *y, long rows, int c, int act,
                                    void *stream);
+/* The same two with z, y: (rows, c) `dtype`; bias: (c) `bias_dtype` (the fp32 master or its half
+ * copy) or NULL. v = widen(z) + widen(bias) in fp32; z = round(v) when kept; y = round(act(v)).
+ * The float4 path serves fp32 with an fp32 bias only. */
+int ct_launch_bias_activation_forward_dt(void *y, const void *bias, long rows, int c, int act, int dtype,
+                                         int bias_dtype, void *stream);
+int ct_launch_bias_activation_keep_dt(void *z, const void *bias, void *y, long rows, int c, int act, int dtype,
+                                      int bias_dtype, void *stream);
 
 
 /* x, y: (n) fp32; y = act(x); y may equal x. */
 int ct_launch_activation_forward(const float *x, float *y, long n, int act, void *stream);
+/* x, y: (n) dtype. Linear with y apart from x is a device-to-device copy of the bits. */
+int ct_launch_activation_forward_dt(const void *x, void *y, long n, int act, int dtype, void *stream);
 
 /* x: the activation's input, y: its output, dy, dx: (n) fp32.
  * dx = (accumulate ? dx : 0) + dy * act'(x). relu and leaky read y (y > 0 exactly when x > 0), so
@@ -58,12 +87,26 @@ int ct_launch_activation_forward(const float *x, float *y, long n, int act, void
  * them); sigmoid and tanh read y; gelu reads x. */
 int ct_launch_activation_backward(const float *x, const float *y, const float *dy, float *dx, long n,
                                   int act, int accumulate, void *stream);
+/* x, y, dy, dx: (n) dtype; the sum (accumulate ? dx : 0) + dy * act'(x) formed in fp32, rounded once. */
+int ct_launch_activation_backward_dt(const void *x, const void *y, const void *dy, void *dx, long n, int act,
+                                     int accumulate, int dtype, void *stream);
 
 /* a, b, y: (n); y = a + b (y may equal a or b). */
 int ct_launch_add(const float *a, const float *b, float *y, long n, void *stream);
+/* a, b, y: (n) dtype */
+int ct_launch_add_dt(const void *a, const void *b, void *y, long n, int dtype, void *stream);
 
 /* dy, dx: (n); dx = (accumulate ? dx : 0) + dy. */
 int ct_launch_accumulate(const float *dy, float *dx, long n, int accumulate, void *stream);
+/* dy: (n) dy_dtype; dx: (n) dx_dtype; the two may differ (the fp32 output layer's dx is half while
+ * its dy is fp32, and the reverse at a half layer feeding it). */
+int ct_launch_accumulate_dt(const void *dy, void *dx, long n, int accumulate, int dy_dtype, int dx_dtype,
+                            void *stream);
+
+/* x: (n) x_dtype; y: (n) y_dtype = x rounded to y_dtype (to nearest even; exact when widening).
+ * The same dtype is a copy of the bits (nothing when y == x). Used for the inputs and the half
+ * weight copy's first fill (the optimizers keep it up to date after that). */
+int ct_launch_cast(const void *x, void *y, long n, int x_dtype, int y_dtype, void *stream);
 
 /* dy: (rows, c); db: (c) = column sums of dy (written: a bias gradient has one writer per step),
  * summed in double in a fixed order (no atomics: the same input gives the same bits every run).
@@ -74,6 +117,11 @@ int ct_launch_column_sums(const float *dy, float *db, long rows, int c, void *st
  * back to ct_launch_column_sums when the workspace is too small or the matrix short. */
 int ct_launch_column_sums_tall(const float *dy, float *db, long rows, int c, void *workspace,
                                size_t workspace_bytes, void *stream);
+/* The same two with dy: (rows, c) dtype (half activations' gradients); db stays (c) fp32: the
+ * widened values summed in double as above. */
+int ct_launch_column_sums_dt(const void *dy, float *db, long rows, int c, int dtype, void *stream);
+int ct_launch_column_sums_tall_dt(const void *dy, float *db, long rows, int c, void *workspace,
+                                  size_t workspace_bytes, int dtype, void *stream);
 
 /* Inverted dropout, the CPU backend's masks exactly: element i is kept when
  * ct_uniform(step->dropout_seed, stream_id, i) >= rate (engine/base/rng.h), and kept values are
@@ -83,6 +131,12 @@ int ct_launch_dropout_forward(const float *x, float *y, unsigned char *mask, lon
 /* dy, mask, dx: (n); dx = (accumulate ? dx : 0) + (mask ? dy / (1 - rate) : 0) */
 int ct_launch_dropout_backward(const float *dy, const unsigned char *mask, float *dx, long n, float rate,
                                int accumulate, void *stream);
+/* The same two with x, y, dy, dx: (n) dtype; the masks are the fp32 launchers' bit for bit (they
+ * depend on the seed and the index only). */
+int ct_launch_dropout_forward_dt(const void *x, void *y, unsigned char *mask, long n, float rate,
+                                 const ct_device_step *step, unsigned long long stream_id, int dtype, void *stream);
+int ct_launch_dropout_backward_dt(const void *dy, const unsigned char *mask, void *dx, long n, float rate,
+                                  int accumulate, int dtype, void *stream);
 
 /* Zero padding at the bottom and right, for the asymmetric 'same' padding that cuDNN cannot
  * express: x (n, h, w, c) -> xp (n, hp, wp, c), hp >= h, wp >= w, x in the top-left corner,
@@ -92,6 +146,11 @@ int ct_launch_pad_nhwc(const float *x, float *xp, int n, int h, int w, int c, in
  * dxp (n, hp, wp, c). */
 int ct_launch_crop_accumulate_nhwc(const float *dxp, float *dx, int n, int h, int w, int c, int hp, int wp,
                                    int accumulate, void *stream);
+/* The same two with x, xp, dxp, dx in dtype. */
+int ct_launch_pad_nhwc_dt(const void *x, void *xp, int n, int h, int w, int c, int hp, int wp, int dtype,
+                          void *stream);
+int ct_launch_crop_accumulate_nhwc_dt(const void *dxp, void *dx, int n, int h, int w, int c, int hp, int wp,
+                                      int accumulate, int dtype, void *stream);
 
 /* ---- pooling (kernels/pool.cu), the CPU backend's semantics exactly ---- */
 
@@ -112,6 +171,15 @@ int ct_launch_avgpool_forward(const ct_window_geom *d, const float *x, float *y,
 /* dx = (accumulate ? dx : 0) + dy / count spread over each window's cells inside the input. */
 int ct_launch_avgpool_backward(const ct_window_geom *d, const float *dy, float *dx, int accumulate,
                                void *stream);
+/* The same four with x, y, dy, dx in dtype (argmax stays int): comparisons, sums and the
+ * division by the count in fp32 on the widened values, each output rounded once. */
+int ct_launch_maxpool_forward_dt(const ct_window_geom *d, const void *x, void *y, int *argmax, int dtype,
+                                 void *stream);
+int ct_launch_maxpool_backward_dt(const ct_window_geom *d, const void *dy, const int *argmax, void *dx,
+                                  int accumulate, int dtype, void *stream);
+int ct_launch_avgpool_forward_dt(const ct_window_geom *d, const void *x, void *y, int dtype, void *stream);
+int ct_launch_avgpool_backward_dt(const ct_window_geom *d, const void *dy, void *dx, int accumulate, int dtype,
+                                  void *stream);
 
 /* ---- optimizers (kernels/optim.cu), torch.optim's formulas as the CPU backend's ---- */
 
@@ -135,10 +203,41 @@ int ct_launch_sgd_step(float *w, const float *g, float *vel, long n, const ct_de
 int ct_launch_adam_step(float *w, const float *g, float *m, float *v, long n, const ct_device_step *step,
                         float beta1, float beta2, float eps, float weight_decay, int decoupled, void *stream);
 
+/* Mixed precision's forms of the two (the plain launchers are these with scaler = w_half = NULL).
+ * w, g and the moments stay fp32 (the masters); lr is still step->lr.
+ * scaler: the loss scaler in device memory, or NULL. When given, every thread reads its verdict
+ * first: scaler->nonfinite != 0 (the unscale pass found an inf or NaN gradient) and the kernel
+ * changes nothing at all (w, vel, m, v, w_half keep their bits). Else the update runs, and Adam
+ * takes t = scaler->applied_steps + 1 with bias corrections (float)(1 - pow(beta, t)) formed in
+ * double in the kernel, as the CPU backend's ct_cpu_adam_step (step->bias1, bias2 are not read),
+ * so a skipped step does not advance t. ct_launch_scaler_update must run after it in stream order.
+ * w_half: (n) half_dtype (CT_DTYPE_F16 or CT_DTYPE_BF16, else cudaErrorInvalidValue), or NULL:
+ * after the update w_half[i] = round(w[i]), the half copy the forward pass reads; half_dtype is
+ * ignored without it. */
+int ct_launch_sgd_step_dt(float *w, const float *g, float *vel, long n, const ct_device_step *step, float momentum,
+                          int nesterov, float weight_decay, const ct_scaler *scaler, void *w_half, int half_dtype,
+                          void *stream);
+int ct_launch_adam_step_dt(float *w, const float *g, float *m, float *v, long n, const ct_device_step *step,
+                           float beta1, float beta2, float eps, float weight_decay, int decoupled,
+                           const ct_scaler *scaler, void *w_half, int half_dtype, void *stream);
+
+/* s: (1) device memory. One thread runs ct_scaler_update (engine/base/scaler.h): counts the step
+ * applied or skipped, halves or doubles the scale, clears the verdict. Enqueue it after every
+ * optimizer launch of the step (they read the verdict it clears) and before the next step's loss. */
+int ct_launch_scaler_update(ct_scaler *s, void *stream);
+
 /* ---- reductions (kernels/reduce.cu) ---- */
 
 /* x: (n) fp32; *count (device) += the number of NaN or infinite elements. */
 int ct_launch_count_nonfinite(const float *x, long n, unsigned *count, void *stream);
+
+/* The loss scaler's unscale pass. g: (n) fp32 parameter gradients, in place; scaler: (1) device
+ * memory. inv = 1.0f / scaler->scale (IEEE division, once per thread); g = g * inv; then the number
+ * of inf or NaN values AFTER the multiply is added to scaler->nonfinite (one atomicAdd per block
+ * that found any): what is counted is what the optimizer would read, including a finite gradient
+ * that a fixed scale below 1 overflows; inf and NaN stay non-finite through the multiply. Several
+ * launches (one per gradient buffer) add into the same verdict. */
+int ct_launch_unscale_gradients(float *g, long n, ct_scaler *scaler, void *stream);
 
 /* ---- input augmentation (kernels/augment.cu) ---- */
 
@@ -173,6 +272,13 @@ int ct_launch_augment_u8(const unsigned char *src, float *dst, int n, int h, int
  * one-hot out of its row's gradient. */
 int ct_launch_softmax_xent(const float *logits, const int *labels, float *dlogits, float *loss_sum,
                            unsigned *correct, int n, int k, float grad_scale, void *stream);
+/* The same with the loss scale: scaler (1) in device memory, read by the kernel (a replayed graph
+ * sees the current scale), or NULL (then exactly ct_launch_softmax_xent, bit for bit).
+ *   dlogits = ((softmax - onehot(label)) * grad_scale) * scaler->scale    (two roundings, in that order)
+ * The logits stay fp32 (the output layer is fp32 in mixed precision); the loss is not scaled. */
+int ct_launch_softmax_xent_scaled(const float *logits, const int *labels, float *dlogits, float *loss_sum,
+                                  unsigned *correct, int n, int k, float grad_scale, const ct_scaler *scaler,
+                                  void *stream);
 
 #ifdef __cplusplus
 }

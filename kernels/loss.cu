@@ -1,6 +1,8 @@
 // Softmax + cross-entropy with its gradient in one kernel: each row's logits are read from global
 // memory by one warp (three short passes that hit the cache after the first), and the loss and
 // accuracy are summed on the device so the train step never waits for the host.
+// The logits stay fp32 in mixed precision (the output layer is fp32); the loss scaler only
+// multiplies the gradient.
 
 #include <climits>
 #include <cmath>
@@ -16,12 +18,15 @@ constexpr int kRowsPerBlock = 8;  // one warp per row
 constexpr int kThreads = kWarp * kRowsPerBlock;
 constexpr unsigned kFullMask = 0xffffffffu;
 
-// logits, dlogits: (n, k); labels: (n); loss_sum, correct: (1) or NULL.
+// logits, dlogits: (n, k) fp32; labels: (n); loss_sum, correct: (1) or NULL; scaler: (1) or NULL.
 // dlogits may alias logits: each lane reads an element in pass 3 before writing it, and passes
 // 1 and 2 of the whole warp are finished by then (the shuffles synchronise the warp).
+// kScaled: a scaler is given (a template parameter, so that the unscaled kernel is the one that
+// ran before loss scaling existed, instruction for instruction).
+template <bool kScaled>
 __global__ void __launch_bounds__(kThreads)
 softmax_xent_kernel(const float *logits, const int *labels, float *dlogits, float *loss_sum,
-                    unsigned *correct, int n, int k, float grad_scale)
+                    unsigned *correct, int n, int k, float grad_scale, const ct_scaler *scaler)
 {
     __shared__ float s_loss[kRowsPerBlock];
     __shared__ unsigned s_correct[kRowsPerBlock];
@@ -80,11 +85,15 @@ softmax_xent_kernel(const float *logits, const int *labels, float *dlogits, floa
         if (dlogits) {
             float *d = dlogits + row * k;
             const float inv = 1.0f / sum;
+            // The loss scale multiplies after grad_scale, a rounding of its own; none without a
+            // scaler, so the unscaled gradient keeps its bits.
+            const float scale = kScaled ? scaler->scale : 1.0f;
             for (int j = lane; j < k; j += kWarp) {
                 float p = expf(x[j] - best) * inv;
                 if (j == label)
                     p -= 1.0f;
-                d[j] = p * grad_scale;
+                const float gp = p * grad_scale;
+                d[j] = kScaled ? __fmul_rn(gp, scale) : gp;
             }
         }
     }
@@ -111,9 +120,11 @@ softmax_xent_kernel(const float *logits, const int *labels, float *dlogits, floa
 
 }  // namespace
 
-// logits: (n, k) fp32; labels: (n) int; dlogits: (n, k) fp32 or NULL; loss_sum, correct: (1) or NULL
-extern "C" int ct_launch_softmax_xent(const float *logits, const int *labels, float *dlogits, float *loss_sum,
-                                      unsigned *correct, int n, int k, float grad_scale, void *stream)
+// logits: (n, k) fp32; labels: (n) int; dlogits: (n, k) fp32 or NULL; loss_sum, correct: (1) or NULL;
+// scaler: (1) device memory or NULL
+extern "C" int ct_launch_softmax_xent_scaled(const float *logits, const int *labels, float *dlogits,
+                                             float *loss_sum, unsigned *correct, int n, int k, float grad_scale,
+                                             const ct_scaler *scaler, void *stream)
 {
     if (n < 0 || k <= 0)
         return (int)cudaErrorInvalidValue;
@@ -122,7 +133,19 @@ extern "C" int ct_launch_softmax_xent(const float *logits, const int *labels, fl
     if (!logits || !labels)
         return (int)cudaErrorInvalidValue;
     const unsigned blocks = (unsigned)(((long long)n + kRowsPerBlock - 1) / kRowsPerBlock);
-    softmax_xent_kernel<<<blocks, kThreads, 0, (cudaStream_t)stream>>>(logits, labels, dlogits, loss_sum,
-                                                                      correct, n, k, grad_scale);
+    if (scaler)
+        softmax_xent_kernel<true><<<blocks, kThreads, 0, (cudaStream_t)stream>>>(logits, labels, dlogits, loss_sum,
+                                                                                correct, n, k, grad_scale, scaler);
+    else
+        softmax_xent_kernel<false><<<blocks, kThreads, 0, (cudaStream_t)stream>>>(logits, labels, dlogits, loss_sum,
+                                                                                 correct, n, k, grad_scale, scaler);
     return (int)cudaGetLastError();
+}
+
+// logits: (n, k) fp32; labels: (n) int; dlogits: (n, k) fp32 or NULL; loss_sum, correct: (1) or NULL
+extern "C" int ct_launch_softmax_xent(const float *logits, const int *labels, float *dlogits, float *loss_sum,
+                                      unsigned *correct, int n, int k, float grad_scale, void *stream)
+{
+    return ct_launch_softmax_xent_scaled(logits, labels, dlogits, loss_sum, correct, n, k, grad_scale, nullptr,
+                                         stream);
 }

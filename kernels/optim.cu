@@ -3,18 +3,48 @@
 // ct_device_step in device memory, so a CUDA graph captured once replays with each step's values.
 // Bandwidth-bound like the elementwise kernels: each element is read and written once, 32-bit
 // indices when the size allows.
+//
+// Mixed precision: the master weights, gradients and moments stay fp32. The _dt launchers add an
+// optional loss scaler (engine/base/scaler.h, device memory) whose verdict every thread reads
+// before touching anything: a non-finite gradient this step (nonfinite != 0) leaves the weights,
+// the moments and the half copy exactly as they were. And an optional fp16/bf16 copy of the
+// weights, written by the update itself (w_half = round(w) after the step) so that no separate
+// cast pass reads the weights again.
 
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_runtime.h>
 
 #include "kernels.h"
+#include "dtype.cuh"
 #include "launch.cuh"
 
 namespace {
 
 using namespace ct_launch;
+using ct_half::narrow;
+
+// The optimizer kernels are templates over two choices fixed at launch: kScaled (a loss scaler is
+// given) and H, the half copy's type, or NoCopy. Both compile away when absent, so the plain fp32
+// launchers run exactly the kernels they ran before mixed precision existed.
+struct NoCopy {};
+
+// The scaler's verdict: true when this step's update must change nothing. Read by every thread
+// (the verdict is final: the unscale pass ran before in stream order, and ct_scaler_update, which
+// clears it, runs after).
+template <bool kScaled> __device__ __forceinline__ bool skip_step(const ct_scaler *scaler)
+{
+    return kScaled && scaler->nonfinite != 0;
+}
+
+// The updated weight into the half copy, when there is one.
+template <typename H> __device__ __forceinline__ void store_copy(H *w_half, size_t i, float w)
+{
+    w_half[i] = narrow<H>(w);
+}
+__device__ __forceinline__ void store_copy(NoCopy *, size_t, float) {}
 
 // ---- SGD ----
 
@@ -46,23 +76,31 @@ __device__ __forceinline__ float sgd_elem(float w, float g, float *vel, float lr
     return __fsub_rn(w, __fmul_rn(lr, step));
 }
 
-// w, g, vel: (n); vel unused when momentum == 0
-template <typename Index>
+// w, g, vel: (n) fp32; vel unused when momentum == 0; scaler or NULL; w_half: (n) H or NULL
+template <typename Index, typename H, bool kScaled>
 __global__ void sgd_kernel(float *w, const float *g, float *vel, Index n, const ct_device_step *step,
-                           SgdParams p)
+                           SgdParams p, const ct_scaler *scaler, H *w_half)
 {
+    if (skip_step<kScaled>(scaler))
+        return;
     const float lr = step->lr;
     const Index stride = (Index)gridDim.x * blockDim.x;
-    for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        w[i] = sgd_elem(w[i], g[i], vel ? vel + i : nullptr, lr, p);
+    for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float wn = sgd_elem(w[i], g[i], vel ? vel + i : nullptr, lr, p);
+        w[i] = wn;
+        store_copy(w_half, i, wn);
+    }
 }
 
-// w, g, vel: (n), 16-byte aligned; the n / 4 whole float4s go through the loop, the n % 4 last
-// elements to the first threads, so one launch covers any n.
-template <typename Index>
+// w, g, vel: (n) fp32, 16-byte aligned; the n / 4 whole float4s go through the loop, the n % 4
+// last elements to the first threads, so one launch covers any n. w_half: (n) H or NULL, written
+// element by element (it needs only its type's alignment).
+template <typename Index, typename H, bool kScaled>
 __global__ void sgd_vec4_kernel(float *w, const float *g, float *vel, Index n, const ct_device_step *step,
-                                SgdParams p)
+                                SgdParams p, const ct_scaler *scaler, H *w_half)
 {
+    if (skip_step<kScaled>(scaler))
+        return;
     const float lr = step->lr;
     const Index n4 = n / 4;
     const Index tid = (Index)blockIdx.x * blockDim.x + threadIdx.x;
@@ -81,10 +119,17 @@ __global__ void sgd_vec4_kernel(float *w, const float *g, float *vel, Index n, c
         w4[i] = wv;
         if (v4)
             v4[i] = vv;
+        store_copy(w_half, (size_t)i * 4, wv.x);
+        store_copy(w_half, (size_t)i * 4 + 1, wv.y);
+        store_copy(w_half, (size_t)i * 4 + 2, wv.z);
+        store_copy(w_half, (size_t)i * 4 + 3, wv.w);
     }
     const Index t = n4 * 4 + tid;
-    if (t < n)
-        w[t] = sgd_elem(w[t], g[t], vel ? vel + t : nullptr, lr, p);
+    if (t < n) {
+        const float wn = sgd_elem(w[t], g[t], vel ? vel + t : nullptr, lr, p);
+        w[t] = wn;
+        store_copy(w_half, t, wn);
+    }
 }
 
 // ---- Adam / AdamW ----
@@ -98,11 +143,28 @@ struct AdamParams {
 // never fused into FMAs, and IEEE division and square root are the defaults, so the GPU gives the
 // CPU's bits for the same inputs. Four streams of plain loads already saturate memory, so no float4
 // path: the update is memory-bound either way and this keeps it readable.
-template <typename Index>
+// scaler: NULL (bias corrections from step, as the host computed them) or the loss scaler (skip on
+// its verdict; t = applied_steps + 1 and the corrections computed here, so that a skipped step does
+// not advance t and no host write is needed per step). w_half: (n) H or NULL.
+template <typename Index, typename H, bool kScaled>
 __global__ void adam_kernel(float *w, const float *g, float *m, float *v, Index n, const ct_device_step *step,
-                            AdamParams p)
+                            AdamParams p, const ct_scaler *scaler, H *w_half)
 {
-    const float lr = step->lr, bias1 = step->bias1, bias2 = step->bias2;
+    if (skip_step<kScaled>(scaler))
+        return;
+    const float lr = step->lr;
+    float bias1, bias2;
+    if (!kScaled) {
+        bias1 = step->bias1;
+        bias2 = step->bias2;
+    } else {
+        // In double and rounded once, as the CPU backend's ct_cpu_adam_step forms them, so that both
+        // backends agree (CUDA's double pow is within 2 ulp of double: the float almost always
+        // matches). Once per thread: cheap beside the loop.
+        const double t = (double)(scaler->applied_steps + 1);
+        bias1 = (float)(1.0 - pow((double)p.beta1, t));
+        bias2 = (float)(1.0 - pow((double)p.beta2, t));
+    }
     const float l2 = p.decoupled ? 0.0f : p.weight_decay;
     // AdamW decays the weight before the Adam step, as PyTorch's w.mul_(1 - lr * wd)
     const float shrink = p.decoupled ? __fsub_rn(1.0f, __fmul_rn(lr, p.weight_decay)) : 1.0f;
@@ -116,17 +178,41 @@ __global__ void adam_kernel(float *w, const float *g, float *m, float *v, Index 
         m[i] = mi;
         v[i] = vi;
         const float denom = __fadd_rn(__fsqrt_rn(__fdiv_rn(vi, bias2)), p.eps);
-        w[i] = __fsub_rn(__fmul_rn(wi, shrink), __fdiv_rn(__fmul_rn(lr, __fdiv_rn(mi, bias1)), denom));
+        const float wn = __fsub_rn(__fmul_rn(wi, shrink), __fdiv_rn(__fmul_rn(lr, __fdiv_rn(mi, bias1)), denom));
+        w[i] = wn;
+        store_copy(w_half, i, wn);
     }
+}
+
+// The half copy's checks: true when (w_half, half_dtype) is usable (no copy, or an fp16/bf16 one).
+bool copy_args_ok(const void *w_half, int half_dtype)
+{
+    return !w_half || half_dtype == CT_DTYPE_F16 || half_dtype == CT_DTYPE_BF16;
+}
+
+// f(Tag<H>{}, kScaled) with H the copy's type (NoCopy without one) and kScaled as a
+// std::integral_constant<bool, ...>: every combination a kernel instantiation of its own.
+template <typename F> int with_variant(const void *w_half, int half_dtype, const ct_scaler *scaler, F &&f)
+{
+    auto pick_copy = [&](auto scaled) {
+        if (!w_half)
+            return f(ct_half::Tag<NoCopy>{}, scaled);
+        return ct_half::with(half_dtype, [&](auto tag) { return f(tag, scaled); });
+    };
+    if (scaler)
+        return pick_copy(std::integral_constant<bool, true>{});
+    return pick_copy(std::integral_constant<bool, false>{});
 }
 
 }  // namespace
 
-// w, g: (n) fp32; vel: (n) fp32 or NULL when momentum == 0; step: device memory
-extern "C" int ct_launch_sgd_step(float *w, const float *g, float *vel, long n, const ct_device_step *step,
-                                  float momentum, int nesterov, float weight_decay, void *stream)
+// w, g: (n) fp32; vel: (n) fp32 or NULL when momentum == 0; step, scaler: device memory;
+// w_half: (n) half_dtype or NULL
+extern "C" int ct_launch_sgd_step_dt(float *w, const float *g, float *vel, long n, const ct_device_step *step,
+                                     float momentum, int nesterov, float weight_decay, const ct_scaler *scaler,
+                                     void *w_half, int half_dtype, void *stream)
 {
-    if (n < 0 || (n > 0 && (!w || !g || !step)))
+    if (n < 0 || (n > 0 && (!w || !g || !step)) || !copy_args_ok(w_half, half_dtype))
         return (int)cudaErrorInvalidValue;
     if (momentum != 0.0f && n > 0 && !vel)
         return (int)cudaErrorInvalidValue;
@@ -142,30 +228,47 @@ extern "C" int ct_launch_sgd_step(float *w, const float *g, float *vel, long n, 
         vel = nullptr;  // PyTorch keeps no buffer without momentum; never touch the caller's
     cudaStream_t s = (cudaStream_t)stream;
     const long long total = (long long)n;
-    if (aligned16(w) && aligned16(g) && (!vel || aligned16(vel))) {
-        const unsigned blocks = blocks_for(total / 4 > 0 ? total / 4 : 1);
-        if (total <= INT_MAX)
-            sgd_vec4_kernel<unsigned><<<blocks, kThreads, 0, s>>>(w, g, vel, (unsigned)total, step, p);
-        else
-            sgd_vec4_kernel<unsigned long long><<<blocks, kThreads, 0, s>>>(w, g, vel, (unsigned long long)total,
-                                                                            step, p);
-    } else {
-        const unsigned blocks = blocks_for(total);
-        if (total <= INT_MAX)
-            sgd_kernel<unsigned><<<blocks, kThreads, 0, s>>>(w, g, vel, (unsigned)total, step, p);
-        else
-            sgd_kernel<unsigned long long><<<blocks, kThreads, 0, s>>>(w, g, vel, (unsigned long long)total,
-                                                                       step, p);
-    }
-    return (int)cudaGetLastError();
+    const bool vec4 = aligned16(w) && aligned16(g) && (!vel || aligned16(vel));
+    return with_variant(w_half, half_dtype, scaler, [&](auto tag, auto scaled) {
+        using H = CT_TYPE_OF(tag);
+        constexpr bool S = decltype(scaled)::value;
+        H *copy = (H *)w_half;
+        if (vec4) {
+            const unsigned blocks = blocks_for(total / 4 > 0 ? total / 4 : 1);
+            if (total <= INT_MAX)
+                sgd_vec4_kernel<unsigned, H, S><<<blocks, kThreads, 0, s>>>(w, g, vel, (unsigned)total, step, p,
+                                                                            scaler, copy);
+            else
+                sgd_vec4_kernel<unsigned long long, H, S><<<blocks, kThreads, 0, s>>>(
+                    w, g, vel, (unsigned long long)total, step, p, scaler, copy);
+        } else {
+            const unsigned blocks = blocks_for(total);
+            if (total <= INT_MAX)
+                sgd_kernel<unsigned, H, S><<<blocks, kThreads, 0, s>>>(w, g, vel, (unsigned)total, step, p, scaler,
+                                                                       copy);
+            else
+                sgd_kernel<unsigned long long, H, S><<<blocks, kThreads, 0, s>>>(
+                    w, g, vel, (unsigned long long)total, step, p, scaler, copy);
+        }
+        return (int)cudaGetLastError();
+    });
 }
 
-// w, g, m, v: (n) fp32; step: device memory
-extern "C" int ct_launch_adam_step(float *w, const float *g, float *m, float *v, long n, const ct_device_step *step,
-                                   float beta1, float beta2, float eps, float weight_decay, int decoupled,
-                                   void *stream)
+// w, g: (n) fp32; vel: (n) fp32 or NULL when momentum == 0; step: device memory
+extern "C" int ct_launch_sgd_step(float *w, const float *g, float *vel, long n, const ct_device_step *step,
+                                  float momentum, int nesterov, float weight_decay, void *stream)
 {
-    if (n < 0)
+    return ct_launch_sgd_step_dt(w, g, vel, n, step, momentum, nesterov, weight_decay, nullptr, nullptr,
+                                 CT_DTYPE_F32, stream);
+}
+
+// w, g, m, v: (n) fp32; step, scaler: device memory; w_half: (n) half_dtype or NULL
+extern "C" int ct_launch_adam_step_dt(float *w, const float *g, float *m, float *v, long n,
+                                      const ct_device_step *step, float beta1, float beta2, float eps,
+                                      float weight_decay, int decoupled, const ct_scaler *scaler, void *w_half,
+                                      int half_dtype, void *stream)
+{
+    if (n < 0 || !copy_args_ok(w_half, half_dtype))
         return (int)cudaErrorInvalidValue;
     if (n == 0)
         return (int)cudaSuccess;
@@ -181,9 +284,40 @@ extern "C" int ct_launch_adam_step(float *w, const float *g, float *m, float *v,
     p.decoupled = decoupled != 0;
     cudaStream_t s = (cudaStream_t)stream;
     const unsigned blocks = blocks_for(n);
-    if (n <= INT_MAX)
-        adam_kernel<unsigned><<<blocks, kThreads, 0, s>>>(w, g, m, v, (unsigned)n, step, p);
-    else
-        adam_kernel<unsigned long long><<<blocks, kThreads, 0, s>>>(w, g, m, v, (unsigned long long)n, step, p);
+    return with_variant(w_half, half_dtype, scaler, [&](auto tag, auto scaled) {
+        using H = CT_TYPE_OF(tag);
+        constexpr bool S = decltype(scaled)::value;
+        H *copy = (H *)w_half;
+        if (n <= INT_MAX)
+            adam_kernel<unsigned, H, S><<<blocks, kThreads, 0, s>>>(w, g, m, v, (unsigned)n, step, p, scaler, copy);
+        else
+            adam_kernel<unsigned long long, H, S><<<blocks, kThreads, 0, s>>>(w, g, m, v, (unsigned long long)n, step,
+                                                                              p, scaler, copy);
+        return (int)cudaGetLastError();
+    });
+}
+
+// w, g, m, v: (n) fp32; step: device memory
+extern "C" int ct_launch_adam_step(float *w, const float *g, float *m, float *v, long n, const ct_device_step *step,
+                                   float beta1, float beta2, float eps, float weight_decay, int decoupled,
+                                   void *stream)
+{
+    return ct_launch_adam_step_dt(w, g, m, v, n, step, beta1, beta2, eps, weight_decay, decoupled, nullptr, nullptr,
+                                  CT_DTYPE_F32, stream);
+}
+
+namespace {
+
+// s: (1) device memory; one thread: the update is a handful of scalar operations
+__global__ void scaler_update_kernel(ct_scaler *s) { ct_scaler_update(s); }
+
+}  // namespace
+
+// s: (1) ct_scaler, device memory
+extern "C" int ct_launch_scaler_update(ct_scaler *s, void *stream)
+{
+    if (!s)
+        return (int)cudaErrorInvalidValue;
+    scaler_update_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(s);
     return (int)cudaGetLastError();
 }

@@ -2,6 +2,8 @@
 // asynchronously to skip a step (mixed precision) or stop on a diverged loss.
 // Bandwidth-bound: 16-byte loads when the buffer is aligned, 32-bit indices when the size allows,
 // one atomic per block into the device counter (an integer sum, so its order does not matter).
+// Also the mixed-precision unscale pass, which multiplies the fp32 gradients by 1 / scale and
+// counts the non-finite results into the loss scaler's verdict in the same read.
 
 #include <climits>
 #include <cstdint>
@@ -74,7 +76,78 @@ __global__ void __launch_bounds__(kThreads) count_nonfinite_vec4_kernel(const fl
     block_add(bad, count);
 }
 
+// g: (n) fp32, in place; scaler: (1). g *= 1 / scale, and the non-finite results counted.
+// Counted after the multiply: that is what the optimizer would read, and a fixed scale below 1
+// (an inverse above 1) can overflow a finite gradient into inf, which must skip the step too. inf
+// and NaN stay non-finite through a multiply by a positive finite inverse, so none is missed.
+template <typename Index>
+__global__ void __launch_bounds__(kThreads) unscale_kernel(float *g, Index n, ct_scaler *scaler)
+{
+    const float inv = 1.0f / scaler->scale;  // once per thread, IEEE division (not an approximation)
+    unsigned bad = 0;
+    const Index stride = (Index)gridDim.x * blockDim.x;
+    for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float v = __fmul_rn(g[i], inv);
+        g[i] = v;
+        bad += nonfinite(v);
+    }
+    block_add(bad, (unsigned *)&scaler->nonfinite);
+}
+
+// g: (n) fp32, 16-byte aligned; as unscale_kernel, float4s then the n % 4 tail
+template <typename Index>
+__global__ void __launch_bounds__(kThreads) unscale_vec4_kernel(float *g, Index n, ct_scaler *scaler)
+{
+    const float inv = 1.0f / scaler->scale;
+    const Index n4 = n / 4;
+    const Index tid = (Index)blockIdx.x * blockDim.x + threadIdx.x;
+    const Index stride = (Index)gridDim.x * blockDim.x;
+    float4 *g4 = reinterpret_cast<float4 *>(g);
+    unsigned bad = 0;
+    for (Index i = tid; i < n4; i += stride) {
+        float4 v = g4[i];
+        v.x = __fmul_rn(v.x, inv);
+        v.y = __fmul_rn(v.y, inv);
+        v.z = __fmul_rn(v.z, inv);
+        v.w = __fmul_rn(v.w, inv);
+        g4[i] = v;
+        bad += nonfinite(v.x) + nonfinite(v.y) + nonfinite(v.z) + nonfinite(v.w);
+    }
+    const Index t = n4 * 4 + tid;
+    if (t < n) {
+        const float v = __fmul_rn(g[t], inv);
+        g[t] = v;
+        bad += nonfinite(v);
+    }
+    block_add(bad, (unsigned *)&scaler->nonfinite);
+}
+
 }  // namespace
+
+// g: (n) fp32, in place; scaler: (1) device memory, its nonfinite added to
+extern "C" int ct_launch_unscale_gradients(float *g, long n, ct_scaler *scaler, void *stream)
+{
+    if (n < 0 || (n > 0 && (!g || !scaler)))
+        return (int)cudaErrorInvalidValue;
+    if (n == 0)
+        return (int)cudaSuccess;
+    cudaStream_t s = (cudaStream_t)stream;
+    const long long total = (long long)n;
+    if (aligned16(g)) {
+        const unsigned blocks = blocks_for(total / 4 > 0 ? total / 4 : 1);
+        if (total <= INT_MAX)
+            unscale_vec4_kernel<unsigned><<<blocks, kThreads, 0, s>>>(g, (unsigned)total, scaler);
+        else
+            unscale_vec4_kernel<unsigned long long><<<blocks, kThreads, 0, s>>>(g, (unsigned long long)total, scaler);
+    } else {
+        const unsigned blocks = blocks_for(total);
+        if (total <= INT_MAX)
+            unscale_kernel<unsigned><<<blocks, kThreads, 0, s>>>(g, (unsigned)total, scaler);
+        else
+            unscale_kernel<unsigned long long><<<blocks, kThreads, 0, s>>>(g, (unsigned long long)total, scaler);
+    }
+    return (int)cudaGetLastError();
+}
 
 // x: (n) fp32; count: (1) device counter, added to
 extern "C" int ct_launch_count_nonfinite(const float *x, long n, unsigned *count, void *stream)
