@@ -34,8 +34,8 @@ typedef struct ct_optim_step {
     ct_tensor *params_half;
     /* fp16 runs: the backend's loss scaler (scaler_set) decides. Any non-finite gradient the
      * unscale pass counted skips the update (weights, moments, the half copy untouched); else
-     * Adam's t is the scaler's applied_steps + 1, its bias corrections 1 - powf(beta, t) in fp32
-     * computed here (not set_step's); then ct_scaler_update. 0: set_step's t and corrections. */
+     * Adam's t is the scaler's applied_steps + 1, its bias corrections (float)(1 - pow(beta, t))
+     * formed in double as ct_adam_bias, computed here (not set_step's); then ct_scaler_update. 0: set_step's t and corrections. */
     int scaled;
 } ct_optim_step;
 

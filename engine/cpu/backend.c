@@ -139,10 +139,11 @@ static ct_status cpu_update(ct_backend *be, const ct_optim_step *s, ct_err *err)
     case CT_OPT_ADAM:
     case CT_OPT_ADAMW:
         if (s->scaled) {
-            /* t counts applied updates only: a skipped step leaves Adam where it was */
-            const float t = (float)(cs->scaler.applied_steps + 1);
-            ct_cpu_adam_step_bc(w, g, m, v, count, now->lr, s->beta1, s->beta2, s->epsilon, s->weight_decay,
-                                s->kind == CT_OPT_ADAMW, 1.0f - powf(s->beta1, t), 1.0f - powf(s->beta2, t));
+            /* t counts applied updates only: a skipped step leaves Adam where it was; the bias
+             * corrections in double as ct_adam_bias and the CUDA kernels form them, so both
+             * backends give the same bits */
+            ct_cpu_adam_step(w, g, m, v, count, now->lr, s->beta1, s->beta2, s->epsilon, s->weight_decay,
+                             s->kind == CT_OPT_ADAMW, (long)(cs->scaler.applied_steps + 1));
         } else {
             ct_cpu_adam_step(w, g, m, v, count, now->lr, s->beta1, s->beta2, s->epsilon, s->weight_decay,
                              s->kind == CT_OPT_ADAMW, now->t);

@@ -83,6 +83,13 @@ typedef struct ct_cuda {
 
     unsigned *nonfinite;         /* device counter for all_finite */
 
+    /* fp16 loss scaling (scaler_set): the state in device memory, read and written only by the
+     * step's kernels (loss, unscale, optimizer, ct_launch_scaler_update) in stream order; the host
+     * copies it in and out through the pinned scaler_host outside steps. */
+    ct_scaler *scaler;
+    ct_scaler *scaler_host;
+    int scaling;                 /* 1: the loss scales dlogits and unscale divides the gradients */
+
     ct_lt_plans *plans;
     ct_dnn_cache conv;           /* conv2d.c: descriptors and measured algorithms per shape */
     ct_dnn_cache bn;             /* batchnorm.c: descriptors per shape */
