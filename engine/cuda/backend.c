@@ -12,6 +12,19 @@ enum { STEP_SLOTS = 64 };
 static const ct_layer_ops *const cuda_layers[CT_LAYER_TYPE_COUNT] = {CT_LAYER_TYPES(CT_CUDA_LAYER_ENTRY)};
 #undef CT_CUDA_LAYER_ENTRY
 
+#define CT_CUDA_DTYPES_ENTRY(upper, lower) [CT_LAYER_##upper] = &ct_cuda_##lower##_dtypes,
+static const unsigned *const cuda_layer_dtypes[CT_LAYER_TYPE_COUNT] = {CT_LAYER_TYPES(CT_CUDA_DTYPES_ENTRY)};
+#undef CT_CUDA_DTYPES_ENTRY
+
+const ct_layer_ops *const *ct_cuda_layer_table(void) { return cuda_layers; }
+
+int ct_cuda_layer_supports(ct_layer_type type, ct_dtype dtype)
+{
+    if ((int)type < 0 || type >= CT_LAYER_TYPE_COUNT || !cuda_layer_dtypes[type] || (int)dtype < 0 || (int)dtype > 30)
+        return 0;
+    return (*cuda_layer_dtypes[type] >> (unsigned)dtype) & 1u;
+}
+
 /* Teardown of the reserved buffers; the caller has waited for the work that used them. */
 static void release_buffers(ct_cuda *cu)
 {

@@ -113,6 +113,11 @@ ct_status ct_cuda_peek_metrics(ct_backend *be, long tag, double *loss_sum, long 
 CT_LAYER_TYPES(CT_CUDA_DECLARE_OPS)
 #undef CT_CUDA_DECLARE_OPS
 
+/* backend.c: the layer table the backend's ops point at (indexed by ct_layer_type), and whether a
+ * type's ops take tensors of dtype (its ct_cuda_<type>_dtypes); pure lookups, no GPU needed. */
+const ct_layer_ops *const *ct_cuda_layer_table(void);
+int ct_cuda_layer_supports(ct_layer_type type, ct_dtype dtype);
+
 /* ---- matmul.c: column-major products through cuBLASLt, fp32 ---- */
 ct_status ct_cuda_matmul_init(ct_cuda *cu, ct_err *err);
 void ct_cuda_matmul_free(ct_cuda *cu);
