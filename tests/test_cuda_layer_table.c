@@ -9,7 +9,19 @@
 #include "tests/test_util.h"
 
 #ifdef CUTRAIN_HAVE_CUDA
+#include "cuda/cuda_device.h"
 #include "cuda/cuda_internal.h"
+
+/* [train] precision against the GPU's compute capability: fp16 from 7.0, bf16 from 8.0. */
+static void test_precision_needs(void)
+{
+    CHECK(ct_cuda_precision_needs(CT_PREC_FP32, 5, 2) == NULL);
+    CHECK(ct_cuda_precision_needs(CT_PREC_FP16, 6, 1) != NULL);
+    CHECK(ct_cuda_precision_needs(CT_PREC_FP16, 7, 0) == NULL);
+    CHECK(ct_cuda_precision_needs(CT_PREC_BF16, 7, 5) != NULL);
+    CHECK(ct_cuda_precision_needs(CT_PREC_BF16, 8, 0) == NULL);
+    CHECK(ct_cuda_precision_needs(CT_PREC_BF16, 9, 0) == NULL);
+}
 
 static void test_table(void)
 {
@@ -43,6 +55,7 @@ int main(void)
 {
 #ifdef CUTRAIN_HAVE_CUDA
     test_table();
+    test_precision_needs();
     return ct_test_done();
 #else
     printf("built without the CUDA backend: nothing to check\n");

@@ -199,6 +199,24 @@ static ct_status open_cuda(ct_net *net, int count, ct_device **dev, ct_backend *
         return CT_ERR_CONFIG;
     ct_cuda_options opt = {.graphs = net->cfg.train.graph != 0, .allow_tf32 = 1,
                            .deterministic = net->cfg.train.deterministic};
+    /* half precision needs the tensor cores its kernels are chosen for: refused before any
+     * allocation, naming the [train] precision setting, the GPU and its capability */
+    if (net->cfg.train.precision != CT_PREC_FP32) {
+        int major = 0, minor = 0;
+        char gpu[96] = "";
+        ct_status cst = ct_cuda_device_capability(device, &major, &minor, &net->err);
+        if (cst == CT_OK)
+            cst = ct_cuda_device_name(device, gpu, sizeof gpu, NULL, &net->err);
+        if (cst != CT_OK)
+            return cst;
+        const char *needs = ct_cuda_precision_needs((int)net->cfg.train.precision, major, minor);
+        if (needs)
+            return ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, net->cfg.train.line,
+                              "[train] precision = %s: CUDA device %d (%s) has compute capability %d.%d, and %s "
+                              "needs %s or newer (its tensor cores); use precision = fp32 on this GPU",
+                              net->cfg.train.precision == CT_PREC_FP16 ? "fp16" : "bf16", device, gpu, major, minor,
+                              net->cfg.train.precision == CT_PREC_FP16 ? "fp16" : "bf16", needs);
+    }
     ct_status st = ct_cuda_device_create(dev, device, &net->err);
     if (st == CT_OK)
         st = ct_cuda_backend_create(be, *dev, &opt, &net->err);
