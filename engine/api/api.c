@@ -199,6 +199,24 @@ static ct_status open_cuda(ct_net *net, int count, ct_device **dev, ct_backend *
         return CT_ERR_CONFIG;
     ct_cuda_options opt = {.graphs = net->cfg.train.graph != 0, .allow_tf32 = 1,
                            .deterministic = net->cfg.train.deterministic};
+    /* half precision needs the tensor cores its kernels are chosen for: refused before any
+     * allocation, naming the [train] precision setting, the GPU and its capability */
+    if (net->cfg.train.precision != CT_PREC_FP32) {
+        int major = 0, minor = 0;
+        char gpu[96] = "";
+        ct_status cst = ct_cuda_device_capability(device, &major, &minor, &net->err);
+        if (cst == CT_OK)
+            cst = ct_cuda_device_name(device, gpu, sizeof gpu, NULL, &net->err);
+        if (cst != CT_OK)
+            return cst;
+        const char *needs = ct_cuda_precision_needs((int)net->cfg.train.precision, major, minor);
+        if (needs)
+            return ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, net->cfg.train.line,
+                              "[train] precision = %s: CUDA device %d (%s) has compute capability %d.%d, and %s "
+                              "needs %s or newer (its tensor cores); use precision = fp32 on this GPU",
+                              net->cfg.train.precision == CT_PREC_FP16 ? "fp16" : "bf16", device, gpu, major, minor,
+                              net->cfg.train.precision == CT_PREC_FP16 ? "fp16" : "bf16", needs);
+    }
     ct_status st = ct_cuda_device_create(dev, device, &net->err);
     if (st == CT_OK)
         st = ct_cuda_backend_create(be, *dev, &opt, &net->err);
@@ -227,9 +245,6 @@ static ct_status open_cpu(ct_net *net, ct_device **dev, ct_backend **be)
 static ct_status choose_backend(ct_net *net, ct_device **dev, ct_backend **be)
 {
     const char *devices = net->cfg.train.devices;
-#ifdef CUTRAIN_HAVE_CUDA
-    ct_err *err = &net->err;
-#endif
     if (strcmp(devices, "cpu") == 0) {
         snprintf(net->backend_reason, sizeof net->backend_reason, "devices = cpu");
         return open_cpu(net, dev, be);
@@ -238,11 +253,6 @@ static ct_status choose_backend(ct_net *net, ct_device **dev, ct_backend **be)
     int count = 0;
     char why[160] = "";
     ct_cuda_devices(&count, why, sizeof why); /* a failure is a reason to use the CPU */
-    if (count > 0 && net->cfg.train.precision != CT_PREC_FP32)
-        return ct_fail_at(err, CT_ERR_BACKEND, net->cfg.file, net->cfg.train.line,
-                          "precision = %s on the CUDA backend comes with its half-precision kernels (not in this "
-                          "build); train it on the CPU with devices = cpu, or use precision = fp32",
-                          net->cfg.train.precision == CT_PREC_FP16 ? "fp16" : "bf16");
     if (count > 0)
         return open_cuda(net, count, dev, be);
     snprintf(net->backend_reason, sizeof net->backend_reason, "devices = %s: no CUDA device (%s), so the CPU trains",

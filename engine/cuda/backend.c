@@ -12,6 +12,19 @@ enum { STEP_SLOTS = 64 };
 static const ct_layer_ops *const cuda_layers[CT_LAYER_TYPE_COUNT] = {CT_LAYER_TYPES(CT_CUDA_LAYER_ENTRY)};
 #undef CT_CUDA_LAYER_ENTRY
 
+#define CT_CUDA_DTYPES_ENTRY(upper, lower) [CT_LAYER_##upper] = &ct_cuda_##lower##_dtypes,
+static const unsigned *const cuda_layer_dtypes[CT_LAYER_TYPE_COUNT] = {CT_LAYER_TYPES(CT_CUDA_DTYPES_ENTRY)};
+#undef CT_CUDA_DTYPES_ENTRY
+
+const ct_layer_ops *const *ct_cuda_layer_table(void) { return cuda_layers; }
+
+int ct_cuda_layer_supports(ct_layer_type type, ct_dtype dtype)
+{
+    if ((int)type < 0 || type >= CT_LAYER_TYPE_COUNT || !cuda_layer_dtypes[type] || (int)dtype < 0 || (int)dtype > 30)
+        return 0;
+    return (*cuda_layer_dtypes[type] >> (unsigned)dtype) & 1u;
+}
+
 /* Teardown of the reserved buffers; the caller has waited for the work that used them. */
 static void release_buffers(ct_cuda *cu)
 {
@@ -61,57 +74,100 @@ static ct_status cuda_set_step(ct_backend *be, const ct_step_scalars *s, ct_err 
     return CT_OK;
 }
 
-// params, grads: (count) fp32, count = params->count; m, v: the same or NULL where the kind keeps none
+// params, grads: (count) fp32, count = params->count; m, v: the same or NULL where the kind keeps none;
+// params_half: (count) fp16 / bf16 or NULL
+/* With step->scaled the kernels read the scaler's verdict (a non-finite gradient: nothing changes)
+ * and Adam's t from its applied_steps, and ct_launch_scaler_update follows in stream order: no
+ * host read. With params_half the update also rewrites the half copy the forward reads. */
 static ct_status cuda_optimizer_step(ct_backend *be, const ct_optim_step *s, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
     size_t count = s->params->count;
-    if (s->scaled || s->params_half)
-        return ct_fail(err, CT_ERR_BACKEND, "fp16 and bf16 on the CUDA backend come with its half-precision kernels");
+    if (s->scaled && !cu->scaling)
+        return ct_fail(err, CT_ERR_INTERNAL, "cuda backend: a scaled update without a loss scaler (scaler_set)");
     const ct_tensor *all[4] = {s->params, s->grads, s->m, s->v};
     for (int i = 0; i < 4; i++)
         if (all[i] && all[i]->data && (all[i]->dtype != CT_DTYPE_F32 || all[i]->count < count))
             return ct_fail(err, CT_ERR_INTERNAL, "the CUDA optimizer takes fp32 parameters, gradients and moments "
                                                  "of %zu values each", count);
+    void *w_half = NULL;
+    int half_dtype = CT_DTYPE_F16;
+    if (s->params_half && s->params_half->data) {
+        if (!ct_dtype_is_half(s->params_half->dtype) || s->params_half->count < count)
+            return ct_fail(err, CT_ERR_INTERNAL, "the half copy of the parameters must be fp16 or bf16 and hold %zu "
+                                                 "values", count);
+        w_half = s->params_half->data;
+        half_dtype = (int)s->params_half->dtype;
+    }
+    const ct_scaler *scaler = s->scaled ? cu->scaler : NULL;
     long n = (long)count;
     float *w = ct_f32(s->params), *m = ct_f32(s->m), *v = ct_f32(s->v);
     const float *g = ct_f32(s->grads);
     switch (s->kind) {
     case CT_OPT_SGD:
-        CT_CUDA_CHECK(ct_launch_sgd_step(w, g, NULL, n, cu->step, 0.0f, 0, s->weight_decay, cu->compute), err);
-        return CT_OK;
+        CT_CUDA_CHECK(ct_launch_sgd_step_dt(w, g, NULL, n, cu->step, 0.0f, 0, s->weight_decay, scaler, w_half,
+                                            half_dtype, cu->compute), err);
+        break;
     case CT_OPT_MOMENTUM:
-        CT_CUDA_CHECK(ct_launch_sgd_step(w, g, m, n, cu->step, s->momentum, s->nesterov, s->weight_decay,
-                                         cu->compute), err);
-        return CT_OK;
+        CT_CUDA_CHECK(ct_launch_sgd_step_dt(w, g, m, n, cu->step, s->momentum, s->nesterov, s->weight_decay, scaler,
+                                            w_half, half_dtype, cu->compute), err);
+        break;
     case CT_OPT_ADAM:
     case CT_OPT_ADAMW:
-        CT_CUDA_CHECK(ct_launch_adam_step(w, g, m, v, n, cu->step, s->beta1, s->beta2, s->epsilon, s->weight_decay,
-                                          s->kind == CT_OPT_ADAMW, cu->compute), err);
-        return CT_OK;
+        CT_CUDA_CHECK(ct_launch_adam_step_dt(w, g, m, v, n, cu->step, s->beta1, s->beta2, s->epsilon, s->weight_decay,
+                                             s->kind == CT_OPT_ADAMW, scaler, w_half, half_dtype, cu->compute), err);
+        break;
+    default:
+        return ct_fail(err, CT_ERR_INTERNAL, "cuda backend: unknown optimizer %d", (int)s->kind);
     }
-    return ct_fail(err, CT_ERR_INTERNAL, "cuda backend: unknown optimizer %d", (int)s->kind);
+    if (s->scaled)
+        CT_CUDA_CHECK(ct_launch_scaler_update(cu->scaler, cu->compute), err);
+    return CT_OK;
 }
 
-/* Loss scaling is fp16's, which comes to this backend with its half-precision kernels: turning it
- * off is all it accepts until then. */
+/* Outside steps (before training, at a checkpoint load): waits for queued work, which may read the
+ * scaler, then copies the state in. Turning scaling on or off changes which loss kernel a step
+ * enqueues, so the captured steps are dropped then. */
 static ct_status cuda_scaler_set(ct_backend *be, const ct_scaler *s, ct_err *err)
 {
-    (void)be;
-    return s ? ct_fail(err, CT_ERR_BACKEND, "fp16 loss scaling on the CUDA backend comes with its half-precision kernels")
-             : CT_OK;
+    ct_cuda *cu = ct_cuda_of(be);
+    int scaling = s != NULL;
+    CT_CUDA_CHECK(cudaStreamSynchronize(cu->compute), err);
+    if (scaling != cu->scaling)
+        ct_cuda_graph_reset(cu);
+    cu->scaling = scaling;
+    if (!s)
+        return CT_OK;
+    *cu->scaler_host = *s;
+    CT_CUDA_CHECK(cudaMemcpyAsync(cu->scaler, cu->scaler_host, sizeof *cu->scaler, cudaMemcpyHostToDevice,
+                                  cu->compute), err);
+    CT_CUDA_CHECK(cudaStreamSynchronize(cu->compute), err);
+    return CT_OK;
 }
 
+/* Waits for queued work and copies the state out (epoch ends, checkpoints; never inside a step). */
 static ct_status cuda_scaler_get(ct_backend *be, ct_scaler *out, ct_err *err)
 {
-    (void)be; (void)out;
-    return ct_fail(err, CT_ERR_BACKEND, "fp16 loss scaling on the CUDA backend comes with its half-precision kernels");
+    ct_cuda *cu = ct_cuda_of(be);
+    if (!cu->scaling)
+        return ct_fail(err, CT_ERR_INTERNAL, "cuda backend: no loss scaler is set");
+    CT_CUDA_CHECK(cudaMemcpyAsync(cu->scaler_host, cu->scaler, sizeof *cu->scaler, cudaMemcpyDeviceToHost,
+                                  cu->compute), err);
+    CT_CUDA_CHECK(cudaStreamSynchronize(cu->compute), err);
+    *out = *cu->scaler_host;
+    return CT_OK;
 }
 
+// grads: (count) fp32, in place: *= 1 / scale, non-finite values counted into the scaler's verdict
 static ct_status cuda_unscale(ct_backend *be, ct_tensor *grads, ct_err *err)
 {
-    (void)be; (void)grads;
-    return ct_fail(err, CT_ERR_BACKEND, "fp16 loss scaling on the CUDA backend comes with its half-precision kernels");
+    ct_cuda *cu = ct_cuda_of(be);
+    if (!cu->scaling)
+        return ct_fail(err, CT_ERR_INTERNAL, "cuda backend: unscale without a loss scaler (scaler_set)");
+    if (grads->dtype != CT_DTYPE_F32)
+        return ct_fail(err, CT_ERR_INTERNAL, "cuda backend: unscale takes fp32 gradients");
+    CT_CUDA_CHECK(ct_launch_unscale_gradients(ct_f32(grads), (long)grads->count, cu->scaler, cu->compute), err);
+    return CT_OK;
 }
 
 /* Off the step's path (it diagnoses a failure), so it may wait. */
@@ -150,6 +206,8 @@ static void cuda_destroy(ct_backend *be)
         cudaFree(cu->correct);
         cudaFree(cu->step);
         cudaFree(cu->nonfinite);
+        cudaFree(cu->scaler);
+        cudaFreeHost(cu->scaler_host);
         cudaFreeHost(cu->step_host);
         cudaFreeHost(cu->snap_loss);
         cudaFreeHost(cu->snap_correct);
@@ -192,6 +250,9 @@ static ct_status create_resources(ct_cuda *cu, ct_err *err)
     CT_CUDA_CHECK(cudaMalloc((void **)&cu->correct, sizeof *cu->correct), err);
     CT_CUDA_CHECK(cudaMalloc((void **)&cu->nonfinite, sizeof *cu->nonfinite), err);
     CT_CUDA_CHECK(cudaMalloc((void **)&cu->step, sizeof *cu->step), err);
+    CT_CUDA_CHECK(cudaMalloc((void **)&cu->scaler, sizeof *cu->scaler), err);
+    CT_CUDA_CHECK(cudaHostAlloc((void **)&cu->scaler_host, sizeof *cu->scaler_host, cudaHostAllocDefault), err);
+    CT_CUDA_CHECK(cudaMemsetAsync(cu->scaler, 0, sizeof *cu->scaler, cu->compute), err);
     /* on the compute stream, which does not wait for the legacy default stream's cudaMemset */
     CT_CUDA_CHECK(cudaMemsetAsync(cu->loss_sum, 0, sizeof *cu->loss_sum, cu->compute), err);
     CT_CUDA_CHECK(cudaMemsetAsync(cu->correct, 0, sizeof *cu->correct, cu->compute), err);

@@ -1,4 +1,6 @@
-/* Batch normalisation through cuDNN, NHWC fp32: spatial (per channel over n*h*w) in
+/* Batch normalisation through cuDNN, NHWC, x, y, dy and dx in the layer's dtype (fp32, fp16 or
+ * bf16; cuDNN computes in fp32 and rounds y and dx once) with gamma, beta and the statistics fp32
+ * in every precision (cuDNN's derived parameter descriptor is fp32 for half data): spatial (per channel over n*h*w) in
  * CUDNN_BATCHNORM_SPATIAL, not the faster SPATIAL_PERSISTENT, which cudnn_ops.h says "imposes some
  * limits on the range of values" and PyTorch's cuDNN batch norm notes loses accuracy with. aux
  * keeps the batch (mean[c], invstd[c]) as the CPU backend does; state keeps (running mean[c],
@@ -9,6 +11,7 @@
 
 typedef struct bn_key {
     int n, h, w, c;
+    int dtype;                       /* ct_dtype of x, y, dy, dx */
 } bn_key;
 
 typedef struct bn_entry {
@@ -26,8 +29,8 @@ static void bn_entry_destroy(void *entry)
     memset(e, 0, sizeof *e);
 }
 
-// entry: zeroed but for its key; x: (n, h, w, c) NHWC fp32; param: cuDNN's derived (1, c, 1, 1)
-// for the spatial mode
+// entry: zeroed but for its key; x: (n, h, w, c) NHWC of the key's dtype; param: cuDNN's derived
+// (1, c, 1, 1) for the spatial mode, fp32 for fp32, fp16 and bf16 data alike
 static ct_status bn_entry_make(ct_cuda *cu, const void *how, void *entry, ct_err *err)
 {
     (void)cu;
@@ -35,7 +38,10 @@ static ct_status bn_entry_make(ct_cuda *cu, const void *how, void *entry, ct_err
     bn_entry *e = entry;
     const bn_key *k = &e->key;
     CT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->x), err);
-    CT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, k->n, k->c, k->h, k->w), err);
+    cudnnDataType_t type = k->dtype == CT_DTYPE_F16    ? CUDNN_DATA_HALF
+                           : k->dtype == CT_DTYPE_BF16 ? CUDNN_DATA_BFLOAT16
+                                                       : CUDNN_DATA_FLOAT;
+    CT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NHWC, type, k->n, k->c, k->h, k->w), err);
     CT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->param), err);
     CT_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(e->param, e->x, CUDNN_BATCHNORM_SPATIAL), err);
     return CT_OK;
@@ -58,14 +64,15 @@ static ct_status bn_prepare(ct_backend *be, const ct_layer *l, int n, bn_entry *
         return ct_fail(err, CT_ERR_BACKEND,
                        "a batch of %d is too large for cuDNN's 32-bit tensor indexing in this layer", n);
     ct_cuda *cu = ct_cuda_of(be);
-    bn_key key = {n, s.h, s.w, s.c};
+    bn_key key = {n, s.h, s.w, s.c, (int)l->dtype};
     void *entry = NULL;
     ct_status st = ct_cuda_dnn_cache_get(cu, &cu->bn, &bn_entries, &key, NULL, &entry, err);
     *e = entry;
     return st;
 }
 
-// x, y: (n, h, w, c) fp32; gamma (w), beta (b): (c); aux: (mean[c], invstd[c]) of the batch, written
+// x: (n, h, w, c) any dtype (cast to the layer's first); y: (n, h, w, c) l->dtype; gamma (w), beta
+// (b): (c) fp32 (batch norm keeps fp32 parameters in every precision); aux: (mean[c], invstd[c]) of the batch, written
 // in training; state: (running mean[c], running var[c]), updated in training, read in evaluation
 static ct_status batchnorm_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
 {
@@ -77,8 +84,15 @@ static ct_status batchnorm_forward(ct_backend *be, ct_layer *l, int n, int train
     const int c = l->out.c;
     const double eps = l->cfg->epsilon;
     const float one = 1.0f, zero = 0.0f;
-    const float *x = ct_f32(l->x[0]), *gamma = ct_f32(l->w), *beta = ct_f32(l->b);
-    float *y = ct_f32(l->y), *run_mean = ct_f32(l->state), *run_var = run_mean + c;
+    const float *gamma = ct_f32(l->w), *beta = ct_f32(l->b);
+    float *run_mean = ct_f32(l->state), *run_var = run_mean + c;
+    void *y = l->y->data;
+    const void *x = NULL;
+    ct_cuda_stage stage;
+    ct_cuda_stage_begin(cu, 0, &stage);
+    st = ct_cuda_input_as(be, l, 0, n, l->dtype, &stage, &x, err);
+    if (st != CT_OK)
+        return st;
     if (!training) {
         CT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(cu->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, e->x,
                                                                x, e->x, y, e->param, gamma, beta, run_mean, run_var,
@@ -111,9 +125,10 @@ static ct_status batchnorm_forward(ct_backend *be, ct_layer *l, int n, int train
     return CT_OK;
 }
 
-// x, dy: (n, h, w, c) fp32; gamma: (c); aux: the forward's (mean[c], invstd[c]);
-// dx: like x, written or added to (l->dx_accumulate) (NULL: the network's input, computed into
-// the scratch and dropped); dgamma (dw), dbeta (db): (c), written
+// x: (n, h, w, c) any dtype (cast to the layer's); dy: (n, h, w, c) l->dtype; gamma: (c) fp32;
+// aux: the forward's (mean[c], invstd[c]); dx: like x in its producer's dtype, written or added to
+// (l->dx_accumulate) (NULL: the network's input, computed into the scratch and dropped); dgamma
+// (dw), dbeta (db): (c) fp32, written
 static ct_status batchnorm_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
@@ -127,31 +142,40 @@ static ct_status batchnorm_backward(ct_backend *be, ct_layer *l, int n, ct_err *
     const float one = 1.0f, zero = 0.0f;
     /* cuDNN always writes dx; with no producer to receive it, the scratch takes it (beta 0 so its
      * old contents are not read) */
-    float *dx = ct_f32(l->dx[0]);
-    const float *beta_dx = l->dx_accumulate[0] ? &one : &zero;
+    ct_cuda_stage stage;
+    ct_cuda_stage_begin(cu, 0, &stage);
+    const void *x = NULL;
+    void *dx = NULL;
+    int accumulate = 0;
+    st = ct_cuda_input_as(be, l, 0, n, l->dtype, &stage, &x, err);
+    if (st == CT_OK)
+        st = ct_cuda_grad_begin(l, 0, n, l->dtype, &stage, &dx, &accumulate, err);
+    if (st != CT_OK)
+        return st;
+    const float *beta_dx = accumulate ? &one : &zero;
     if (!dx) {
-        if (!cu->scratch || cu->scratch == ct_f32(l->dy) ||
-            cu->scratch_size < (size_t)ct_cuda_out_count(l, n) * sizeof(float))
+        if (!cu->scratch || (void *)cu->scratch == l->dy->data ||
+            cu->scratch_size < (size_t)ct_cuda_out_count(l, n) * ct_cuda_elem(l->dy))
             return ct_fail(err, CT_ERR_INTERNAL, "batch norm backward has no scratch to discard dx into");
         dx = cu->scratch;
         beta_dx = &zero;
     }
     const float *saved = ct_f32(l->aux);
     CT_CUDNN_CHECK(cudnnBatchNormalizationBackward(cu->dnn, CUDNN_BATCHNORM_SPATIAL, &one, beta_dx, &one, &zero, e->x,
-                                                   ct_f32(l->x[0]), e->x, ct_f32(l->dy), e->x, dx, e->param,
-                                                   ct_f32(l->w), ct_f32(l->dw), ct_f32(l->db),
-                                                   (double)l->cfg->epsilon, saved, saved + c), err);
-    return CT_OK;
+                                                   x, e->x, l->dy->data, e->x, dx, e->param, ct_f32(l->w),
+                                                   ct_f32(l->dw), ct_f32(l->db), (double)l->cfg->epsilon, saved,
+                                                   saved + c), err);
+    return l->dx[0] ? ct_cuda_grad_end(be, l, 0, n, l->dtype, dx, err) : CT_OK;
 }
 
-// x -> y: (n, h, w, c) fp32; failures name the layer
+// x -> y: (n, h, w, c) l->dtype; failures name the layer
 static ct_status batchnorm_forward_op(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
 {
     ct_status st = ct_cuda_check_layer(l, n, err);
     return st != CT_OK || n == 0 ? st : ct_cuda_named(l, batchnorm_forward(be, l, n, training, err), err);
 }
 
-// dy: (n, h, w, c) fp32 -> dx (same), dgamma, dbeta (c), written (dx added to where l->dx_accumulate
+// dy: (n, h, w, c) l->dtype -> dx (same, its dtype), dgamma, dbeta (c) fp32, written (dx added to where l->dx_accumulate
 // says); failures name the layer
 static ct_status batchnorm_backward_op(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
@@ -162,5 +186,6 @@ static ct_status batchnorm_backward_op(ct_backend *be, ct_layer *l, int n, ct_er
 const ct_layer_ops ct_cuda_batchnorm_ops = {
     .forward = batchnorm_forward_op,
     .backward = batchnorm_backward_op,
-    .workspace_bytes = NULL,
+    .workspace_bytes = ct_cuda_stage_workspace,
 };
+const unsigned ct_cuda_batchnorm_dtypes = CT_CUDA_DTYPES_ALL;

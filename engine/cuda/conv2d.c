@@ -1,4 +1,6 @@
-/* Convolution through cuDNN's descriptor API, NHWC fp32: activations (n, h, w, c), filters
+/* Convolution through cuDNN's descriptor API, NHWC, in the layer's dtype (fp32; or fp16 / bf16
+ * tensors with fp32 accumulation and tensor-op math, the half copy of the weights, and the dtype
+ * staging of layer_common.h at the front of the workspace): activations (n, h, w, c), filters
  * (f, kh, kw, c) (cuDNN's NHWC filter format, KRSC), bias (f), and the fused activation after it.
  *
  * Algorithms. Each direction's (forward, backward data, backward filter) is measured once per
@@ -33,6 +35,7 @@
 /* What fixes a convolution's descriptors and algorithms (ints only: the cache compares bytes). */
 typedef struct conv_key {
     int n, h, w, c, f, kh, kw, stride, pad_t, pad_l, extra_h, extra_w;
+    int dtype;                       /* ct_dtype of x, w, y (the layer's): fp32, fp16 or bf16 */
 } conv_key;
 
 /* The three directions of a convolution, each with its own algorithm. */
@@ -78,7 +81,7 @@ static conv_geom conv_geometry(const ct_layer *l, int n)
     conv_geom g;
     memset(&g, 0, sizeof g);
     ct_window_geom d = ct_layer_window(l, n);
-    g.key = (conv_key){d.n, d.h, d.w, d.c, d.f, d.kh, d.kw, d.stride, d.pad_t, d.pad_l, 0, 0};
+    g.key = (conv_key){d.n, d.h, d.w, d.c, d.f, d.kh, d.kw, d.stride, d.pad_t, d.pad_l, 0, 0, (int)l->dtype};
     g.oh = d.oh;
     g.ow = d.ow;
     g.key.extra_h = max_int(0, (d.oh - 1) * d.stride + d.kh - d.h - 2 * d.pad_t);
@@ -90,12 +93,20 @@ static conv_geom conv_geometry(const ct_layer *l, int n)
     return g;
 }
 
-// bytes: 2 padded (n, h + extra_h, w + extra_w, c) fp32 copies when needed, then the algorithms'
+// bytes: the dtype staging (layer_common.h), 2 padded (n, h + extra_h, w + extra_w, c) copies
+// when needed (sized at 4 bytes an element), then the algorithms'
 static size_t conv_workspace(ct_backend *be, const ct_layer *l, int n)
 {
     (void)be;
     conv_geom g = conv_geometry(l, n);
-    return 2 * g.pad_bytes + CT_CUDNN_WORKSPACE_LIMIT;
+    return ct_cuda_stage_need(l, n) + 2 * g.pad_bytes + CT_CUDNN_WORKSPACE_LIMIT;
+}
+
+static int is_half_key(const conv_key *k) { return ct_dtype_is_half((ct_dtype)k->dtype); }
+
+static cudnnDataType_t dnn_type(int dtype)
+{
+    return dtype == CT_DTYPE_F16 ? CUDNN_DATA_HALF : dtype == CT_DTYPE_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 }
 
 /* The algorithm search synchronises (and a backward-data one may allocate a throwaway output), which a
@@ -137,8 +148,11 @@ static void conv_entry_destroy(void *entry)
 /* fp32 math without TF32 (CUDNN_FMA_MATH) unless TF32 is allowed, as PyTorch's
  * torch.backends.cudnn.allow_tf32 does: with CUDNN_DEFAULT_MATH the search may also pick tensor-op
  * (TF32) algorithms, and reports which math type each result used. */
-static cudnnMathType_t search_math(const ct_cuda *cu)
+static cudnnMathType_t search_math(const ct_cuda *cu, const conv_key *k)
 {
+    /* half tensors: tensor cores, accumulating in fp32 (the descriptor's compute type) */
+    if (is_half_key(k))
+        return CUDNN_TENSOR_OP_MATH;
     return cu->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
 }
 
@@ -146,10 +160,11 @@ static ct_status make_conv_descriptor(ct_cuda *cu, const conv_geom *g, cudnnConv
                                       ct_err *err)
 {
     CT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(out), err);
-    /* cross-correlation, as every framework's "convolution"; fp32 accumulation */
+    /* cross-correlation, as every framework's "convolution"; fp32 accumulation (compute type
+     * CUDNN_DATA_FLOAT) for half tensors too */
     CT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(*out, g->key.pad_t, g->key.pad_l, g->key.stride, g->key.stride,
                                                    1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT), err);
-    CT_CUDNN_CHECK(cudnnSetConvolutionMathType(*out, search_math(cu)), err);
+    CT_CUDNN_CHECK(cudnnSetConvolutionMathType(*out, search_math(cu, &g->key)), err);
     return CT_OK;
 }
 
@@ -161,14 +176,14 @@ static ct_status conv_entry_make(ct_cuda *cu, const void *how, void *entry, ct_e
     conv_entry *e = entry;
     const conv_key *k = &e->key;
     CT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->x), err);
-    CT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, k->n, k->c, g->hp, g->wp),
+    CT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NHWC, dnn_type(k->dtype), k->n, k->c, g->hp, g->wp),
                    err);
     CT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->y), err);
-    CT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, k->n, k->f, g->oh, g->ow),
+    CT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->y, CUDNN_TENSOR_NHWC, dnn_type(k->dtype), k->n, k->f, g->oh, g->ow),
                    err);
     CT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&e->w), err);
     /* (k, c, h, w) are named in that order whatever the layout; NHWC stores them (k, h, w, c) */
-    CT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(e->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, k->f, k->c, k->kh, k->kw),
+    CT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(e->w, dnn_type(k->dtype), CUDNN_TENSOR_NHWC, k->f, k->c, k->kh, k->kw),
                    err);
     for (int d = 0; d < DIRECTIONS; d++) {
         ct_status st = make_conv_descriptor(cu, g, &e->conv[d], err);
@@ -315,9 +330,10 @@ int ct_cuda_conv_pick(const ct_conv_algo_perf *perf, int count, size_t limit, in
 
 /* The math type to run a chosen result with: its own, except that without TF32 the descriptor
  * stays CUDNN_FMA_MATH, the setting the search ran under. */
-static ct_status set_math(const ct_cuda *cu, cudnnConvolutionDescriptor_t conv, cudnnMathType_t math, ct_err *err)
+static ct_status set_math(const ct_cuda *cu, const conv_key *k, cudnnConvolutionDescriptor_t conv,
+                          cudnnMathType_t math, ct_err *err)
 {
-    CT_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, cu->allow_tf32 ? math : CUDNN_FMA_MATH), err);
+    CT_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, cu->allow_tf32 || is_half_key(k) ? math : CUDNN_FMA_MATH), err);
     return CT_OK;
 }
 
@@ -357,13 +373,15 @@ static ct_status search(ct_backend *be, const ct_layer *l, conv_entry *e, int di
     clear_search_error();
     if (st != CT_OK)
         return st;
-    int best = ct_cuda_conv_pick(perf, returned, io->ws_bytes, cu->allow_tf32, cu->deterministic, &fell_back);
+    /* half tensors run on tensor cores: their math is what was asked for, not a rounding of fp32 */
+    int best = ct_cuda_conv_pick(perf, returned, io->ws_bytes, cu->allow_tf32 || is_half_key(&e->key),
+                                 cu->deterministic, &fell_back);
     if (best < 0)
         return ct_fail(err, CT_ERR_BACKEND, "cuDNN offers no %s algorithm that runs within %zu MiB of workspace "
                        "(%d measured)", DIRECTION[dir].name, io->ws_bytes >> 20, returned);
     if (fell_back)
         note_nondeterministic(be, l, dir, io->ws_bytes);
-    st = set_math(cu, e->conv[dir], perf[best].math, err);
+    st = set_math(cu, &e->key, e->conv[dir], perf[best].math, err);
     if (st != CT_OK)
         return st;
     e->choice[dir] = (conv_choice){1, perf[best].algo, perf[best].memory};
@@ -394,7 +412,8 @@ static ct_status search_scratch_free(void *p, ct_status st, ct_err *err)
 typedef struct conv_run {
     conv_geom g;
     conv_entry *e;
-    float *xp, *dxp;                 /* padded x and dx (NULL when no extra row or column) */
+    ct_cuda_stage stage;             /* the dtype staging, at the front of the workspace */
+    void *xp, *dxp;                  /* padded x and dx (NULL when no extra row or column) */
     void *algo_ws;
     size_t algo_ws_bytes;            /* what the shared workspace leaves after the pad buffers */
 } conv_run;
@@ -408,12 +427,14 @@ static ct_status conv_prepare(ct_backend *be, const ct_layer *l, int n, conv_run
         !ct_cuda_dnn_fits_int((size_t)n, (size_t)g->oh, (size_t)g->ow, (size_t)g->key.f))
         return ct_fail(err, CT_ERR_BACKEND,
                        "a batch of %d is too large for cuDNN's 32-bit tensor indexing in this layer", n);
-    size_t pads = 2 * g->pad_bytes;
+    size_t staging = ct_cuda_stage_need(l, n), pads = staging + 2 * g->pad_bytes;
     if (!cu->workspace || cu->workspace_size < pads)
-        return ct_fail(err, CT_ERR_INTERNAL, "the shared workspace (%zu bytes) is smaller than the %zu bytes of pad "
-                       "buffers this convolution needs", cu->workspace_size, pads);
-    r->xp = g->pad_bytes ? (float *)cu->workspace : NULL;
-    r->dxp = g->pad_bytes ? (float *)((char *)cu->workspace + g->pad_bytes) : NULL;
+        return ct_fail(err, CT_ERR_INTERNAL, "the shared workspace (%zu bytes) is smaller than the %zu bytes of dtype "
+                       "staging and pad buffers this convolution needs", cu->workspace_size, pads);
+    r->stage.next = cu->workspace;
+    r->stage.end = (char *)cu->workspace + staging;
+    r->xp = g->pad_bytes ? (char *)cu->workspace + staging : NULL;
+    r->dxp = g->pad_bytes ? (char *)cu->workspace + staging + g->pad_bytes : NULL;
     r->algo_ws = (char *)cu->workspace + pads;
     r->algo_ws_bytes = cu->workspace_size - pads;
     return conv_entry_get(cu, g, &r->e, err);
@@ -437,26 +458,47 @@ static void search_workspace(const conv_run *r, search_io *io)
     io->ws_bytes = r->algo_ws_bytes < CT_CUDNN_WORKSPACE_LIMIT ? r->algo_ws_bytes : CT_CUDNN_WORKSPACE_LIMIT;
 }
 
-// x: (n, h, w, c) fp32; w: (f, kh, kw, c); b: (f) or NULL; z: (n, oh, ow, f) = conv + b, kept only
-// where it is not y; y: (n, oh, ow, f) = act(conv + b)
+/* The weights and bias the layer convolves with: the fp32 masters for an fp32 layer, the half copy
+ * for a half one, as the CPU's half path. */
+static const void *conv_weights(const ct_layer *l) { return ct_dtype_is_half(l->dtype) ? l->w_half->data : l->w->data; }
+
+static const void *conv_bias(const ct_layer *l)
+{
+    if (ct_dtype_is_half(l->dtype))
+        return l->b_half ? l->b_half->data : NULL;
+    return l->b ? l->b->data : NULL;
+}
+
+// x: (n, h, w, c) any dtype (cast to the layer's first); w: (f, kh, kw, c); b: (f) or NULL;
+// z: (n, oh, ow, f) = conv + b, kept only where it is not y; y: (n, oh, ow, f) = act(conv + b); w,
+// b, z, y in the layer's dtype. Half: cuDNN accumulates in fp32 and stores the product in half,
+// then the epilogue adds the bias in fp32 and rounds once more (the CPU rounds only the sum).
 static ct_status conv_forward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
+    const ct_dtype dt = l->dtype;
+    if (ct_dtype_is_half(dt) && !l->w_half)
+        return ct_fail(err, CT_ERR_INTERNAL, "a %s convolution without the half copy of its weights",
+                       ct_dtype_name(dt));
     conv_run r;
     ct_status st = conv_prepare(be, l, n, &r, err);
     if (st != CT_OK)
         return st;
     conv_entry *e = r.e;
     const conv_geom *g = &r.g;
-    const float *x = ct_f32(l->x[0]);
+    const void *x = NULL, *w = conv_weights(l);
+    st = ct_cuda_input_as(be, l, 0, n, dt, &r.stage, &x, err);
+    if (st != CT_OK)
+        return st;
     if (r.xp) {
-        CT_CUDA_CHECK(ct_launch_pad_nhwc(x, r.xp, n, g->key.h, g->key.w, g->key.c, g->hp, g->wp, cu->compute), err);
+        CT_CUDA_CHECK(ct_launch_pad_nhwc_dt(x, r.xp, n, g->key.h, g->key.w, g->key.c, g->hp, g->wp, (int)dt,
+                                            cu->compute), err);
         x = r.xp;
     }
-    float *z = ct_f32(l->z), *y = ct_f32(l->y);
+    void *z = l->z->data, *y = l->y->data;
     if (!e->choice[FWD].ready) {
         /* on the step's own input and weights; its output is z, which the convolution overwrites */
-        search_io io = {.x = x, .w = ct_f32(l->w), .out = z};
+        search_io io = {.x = x, .w = w, .out = z};
         search_workspace(&r, &io);
         st = ready_to_search(cu, err);
         if (st == CT_OK)
@@ -468,13 +510,14 @@ static ct_status conv_forward(ct_backend *be, ct_layer *l, int n, ct_err *err)
     st = check_fits(&r, c, err);
     if (st != CT_OK)
         return st;
+    /* alpha and beta are floats for fp32, fp16 and bf16 data alike */
     const float one = 1.0f, zero = 0.0f;
-    CT_CUDNN_CHECK(cudnnConvolutionForward(cu->dnn, &one, e->x, x, e->w, ct_f32(l->w), e->conv[FWD],
+    CT_CUDNN_CHECK(cudnnConvolutionForward(cu->dnn, &one, e->x, x, e->w, w, e->conv[FWD],
                                            (cudnnConvolutionFwdAlgo_t)c->algo, r.algo_ws, c->bytes, &zero, e->y, z),
                    err);
     /* the epilogue in one pass: y = act(z + b), and z = z + b where z is kept apart from y */
-    CT_CUDA_CHECK(ct_launch_bias_activation_keep(z, ct_f32(l->b), y, (long)n * g->oh * g->ow, g->key.f, (int)l->act,
-                                                 cu->compute), err);
+    CT_CUDA_CHECK(ct_launch_bias_activation_keep_dt(z, conv_bias(l), y, (long)n * g->oh * g->ow, g->key.f,
+                                                    (int)l->act, (int)dt, (int)dt, cu->compute), err);
     return CT_OK;
 }
 
@@ -482,8 +525,9 @@ static ct_status conv_forward(ct_backend *be, ct_layer *l, int n, ct_err *err)
  * which the caller has made) and w. The backward then writes dw (beta 0), so the filter search
  * may write there too; dx only when this layer is its first writer and there is no padded copy,
  * else the padded copy (free until the backward-data convolution) or a throwaway buffer. */
-static ct_status search_backward(ct_backend *be, const ct_layer *l, const conv_run *r, const float *x,
-                                 const float *dz, int need_filter, int need_data, ct_err *err)
+static ct_status search_backward(ct_backend *be, const ct_layer *l, const conv_run *r, const void *x,
+                                 const void *w, const void *dz, void *dw, void *dx, int accumulate, int need_filter,
+                                 int need_data, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
     conv_entry *e = r->e;
@@ -493,17 +537,18 @@ static ct_status search_backward(ct_backend *be, const ct_layer *l, const conv_r
         return CT_OK;
     ct_status st = ready_to_search(cu, err);
     if (st == CT_OK && filter) {
-        search_io io = {.x = x, .dy = dz, .out = ct_f32(l->dw)};
+        search_io io = {.x = x, .dy = dz, .out = dw};
         search_workspace(r, &io);
         st = search(be, l, e, BWD_FILTER, &io, err);
     }
     if (st == CT_OK && data) {
-        float *dx_direct = !r->dxp && !l->dx_accumulate[0] ? ct_f32(l->dx[0]) : NULL;
-        search_io io = {.w = ct_f32(l->w), .dy = dz, .out = r->dxp ? r->dxp : dx_direct};
+        void *dx_direct = !r->dxp && !accumulate ? dx : NULL;
+        search_io io = {.w = w, .dy = dz, .out = r->dxp ? r->dxp : dx_direct};
         search_workspace(r, &io);
         int own = io.out == NULL;
         if (own)
-            st = search_scratch((size_t)g->key.n * g->hp * g->wp * g->key.c * sizeof(float), &io.out, err);
+            st = search_scratch((size_t)g->key.n * g->hp * g->wp * g->key.c * ct_dtype_size((ct_dtype)g->key.dtype),
+                                &io.out, err);
         if (st == CT_OK)
             st = search(be, l, e, BWD_DATA, &io, err);
         if (own && io.out)
@@ -512,13 +557,23 @@ static ct_status search_backward(ct_backend *be, const ct_layer *l, const conv_r
     return st;
 }
 
-// dy: (n, oh, ow, f) -> dz, act' applied; x: (n, h, w, c); dx: like x or NULL, written or added to
-// (l->dx_accumulate); dw: (f, kh, kw, c) or NULL, written; db: (f) or NULL, column sums of dz, written
+// dy: (n, oh, ow, f) l->dtype -> dz, act' applied; x: (n, h, w, c) any dtype (cast to the layer's);
+// dx: like x or NULL, in its producer's dtype, written or added to (l->dx_accumulate); dw: (f, kh,
+// kw, c) fp32 or NULL, written; db: (f) fp32 or NULL, column sums of dz, written.
+// Half layers: cuDNN's backward filter writes a filter of the data's type, so dw is computed into a
+// half buffer in the workspace (fp32 accumulation, one rounding to half) and widened exactly into
+// the fp32 master gradient: one rounding the CPU, whose fp32 op stores dw in fp32, does not make.
+// A dx of another dtype than the layer's goes through the workspace (ct_cuda_grad_begin).
 static ct_status conv_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
-    float *dx = ct_f32(l->dx[0]), *dw = ct_f32(l->dw), *db = ct_f32(l->db);
-    const float *w = ct_f32(l->w), *dz = NULL;
+    const ct_dtype dt = l->dtype;
+    const int half = ct_dtype_is_half(dt);
+    if (half && !l->w_half)
+        return ct_fail(err, CT_ERR_INTERNAL, "a %s convolution without the half copy of its weights",
+                       ct_dtype_name(dt));
+    float *dw32 = ct_f32(l->dw), *db = ct_f32(l->db);
+    const void *w = conv_weights(l), *dz = NULL;
     conv_run r;
     ct_status st = ct_cuda_preactivation_grad(be, l, n, &dz, err);
     if (st == CT_OK)
@@ -527,14 +582,29 @@ static ct_status conv_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
         return st;
     conv_entry *e = r.e;
     const conv_geom *g = &r.g;
-    int need_filter = dw != NULL, need_data = dx != NULL;
-    const float *x = ct_f32(l->x[0]);
+    int need_filter = dw32 != NULL, need_data = l->dx[0] != NULL;
+    const void *x = NULL;
+    void *dx = NULL, *dw = dw32;
+    int accumulate = 0;
+    if (need_filter) {
+        st = ct_cuda_input_as(be, l, 0, n, dt, &r.stage, &x, err);
+        if (st == CT_OK && half)
+            st = ct_cuda_stage_take(&r.stage, l->w_count * ct_dtype_size(dt), &dw, err);
+        if (st != CT_OK)
+            return st;
+    }
+    if (need_data) {
+        st = ct_cuda_grad_begin(l, 0, n, dt, &r.stage, &dx, &accumulate, err);
+        if (st != CT_OK)
+            return st;
+    }
     if (need_filter && r.xp) {
         /* the forward's padded copy is gone: the workspace is shared by every layer */
-        CT_CUDA_CHECK(ct_launch_pad_nhwc(x, r.xp, n, g->key.h, g->key.w, g->key.c, g->hp, g->wp, cu->compute), err);
+        CT_CUDA_CHECK(ct_launch_pad_nhwc_dt(x, r.xp, n, g->key.h, g->key.w, g->key.c, g->hp, g->wp, (int)dt,
+                                            cu->compute), err);
         x = r.xp;
     }
-    st = search_backward(be, l, &r, x, dz, need_filter, need_data, err);
+    st = search_backward(be, l, &r, x, w, dz, dw, dx, accumulate, need_filter, need_data, err);
     if (st != CT_OK)
         return st;
 
@@ -542,8 +612,8 @@ static ct_status conv_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
     /* rows = n * oh * ow and few columns: the two-pass sum, its partials in the algorithm
      * workspace, which nothing else uses at this point of the stream */
     if (db)
-        CT_CUDA_CHECK(ct_launch_column_sums_tall(dz, db, (long)n * g->oh * g->ow, g->key.f, r.algo_ws,
-                                                 r.algo_ws_bytes, cu->compute), err);
+        CT_CUDA_CHECK(ct_launch_column_sums_tall_dt(dz, db, (long)n * g->oh * g->ow, g->key.f, r.algo_ws,
+                                                    r.algo_ws_bytes, (int)dt, cu->compute), err);
     if (need_filter) {
         const conv_choice *c = &e->choice[BWD_FILTER];
         st = check_fits(&r, c, err);
@@ -552,6 +622,8 @@ static ct_status conv_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
         CT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->dnn, &one, e->x, x, e->y, dz, e->conv[BWD_FILTER],
                                                       (cudnnConvolutionBwdFilterAlgo_t)c->algo, r.algo_ws, c->bytes,
                                                       &zero, e->w, dw), err);
+        if (dw != (void *)dw32)
+            CT_CUDA_CHECK(ct_launch_cast(dw, dw32, (long)l->w_count, (int)dt, (int)CT_DTYPE_F32, cu->compute), err);
     }
     if (need_data) {
         const conv_choice *c = &e->choice[BWD_DATA];
@@ -561,19 +633,19 @@ static ct_status conv_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
         /* straight into dx (beta 0 writes, beta 1 adds where an earlier consumer wrote it); with
          * padding, into the padded copy (beta 0 overwrites whatever the workspace held) and then
          * the in-bounds part is written or added to dx */
-        int accumulate = l->dx_accumulate[0];
-        float *target = r.dxp ? r.dxp : dx;
+        void *target = r.dxp ? r.dxp : dx;
         CT_CUDNN_CHECK(cudnnConvolutionBackwardData(cu->dnn, &one, e->w, w, e->y, dz, e->conv[BWD_DATA],
                                                     (cudnnConvolutionBwdDataAlgo_t)c->algo, r.algo_ws, c->bytes,
                                                     !r.dxp && accumulate ? &one : &zero, e->x, target), err);
         if (r.dxp)
-            CT_CUDA_CHECK(ct_launch_crop_accumulate_nhwc(r.dxp, dx, n, g->key.h, g->key.w, g->key.c, g->hp, g->wp,
-                                                         accumulate, cu->compute), err);
+            CT_CUDA_CHECK(ct_launch_crop_accumulate_nhwc_dt(r.dxp, dx, n, g->key.h, g->key.w, g->key.c, g->hp, g->wp,
+                                                            accumulate, (int)dt, cu->compute), err);
+        st = ct_cuda_grad_end(be, l, 0, n, dt, dx, err);
     }
-    return CT_OK;
+    return st;
 }
 
-// x: (n, h, w, c) fp32 -> y: (n, oh, ow, f) = act(z); failures name the layer
+// x: (n, h, w, c) any dtype -> y: (n, oh, ow, f) l->dtype = act(z); failures name the layer
 static ct_status conv_forward_op(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
 {
     (void)training;
@@ -581,7 +653,7 @@ static ct_status conv_forward_op(ct_backend *be, ct_layer *l, int n, int trainin
     return st != CT_OK || n == 0 ? st : ct_cuda_named(l, conv_forward(be, l, n, err), err);
 }
 
-// dy: (n, oh, ow, f) fp32 -> dx (n, h, w, c), dw (f, kh, kw, c), db (f), written (dx added to where
+// dy: (n, oh, ow, f) l->dtype -> dx (n, h, w, c) its dtype, dw (f, kh, kw, c), db (f) fp32, written (dx added to where
 // l->dx_accumulate says); failures name the layer
 static ct_status conv_backward_op(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
@@ -594,4 +666,5 @@ const ct_layer_ops ct_cuda_conv2d_ops = {
     .backward = conv_backward_op,
     .workspace_bytes = conv_workspace,
 };
+const unsigned ct_cuda_conv2d_dtypes = CT_CUDA_DTYPES_ALL;
 

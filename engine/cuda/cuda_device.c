@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/cuda_check.h"
+#include "base/types.h"
 #include "cuda/cuda_device.h"
 
 ct_status ct_cuda_devices(int *count, char *reason, size_t reason_size)
@@ -93,4 +94,22 @@ void ct_cuda_version_format(int version, char *buf, size_t n)
         snprintf(buf, n, "none");
     else
         snprintf(buf, n, "%d.%d", version / 1000, version % 1000 / 10);
+}
+
+ct_status ct_cuda_device_capability(int ordinal, int *major, int *minor, ct_err *err)
+{
+    *major = *minor = 0;
+    CT_CUDA_CHECK(cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, ordinal), err);
+    CT_CUDA_CHECK(cudaDeviceGetAttribute(minor, cudaDevAttrComputeCapabilityMinor, ordinal), err);
+    return CT_OK;
+}
+
+const char *ct_cuda_precision_needs(int precision, int major, int minor)
+{
+    (void)minor;
+    if (precision == CT_PREC_FP16 && major < 7)
+        return "7.0";
+    if (precision == CT_PREC_BF16 && major < 8)
+        return "8.0";
+    return NULL;
 }

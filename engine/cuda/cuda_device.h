@@ -20,6 +20,14 @@ ct_status ct_cuda_devices(int *count, char *reason, size_t reason_size);
  * into *total_mem when not NULL. */
 ct_status ct_cuda_device_name(int ordinal, char *buf, size_t n, size_t *total_mem, ct_err *err);
 
+/* Compute capability of device `ordinal` (7.0 Volta: fp16 tensor cores; 8.0 Ampere: bf16). */
+ct_status ct_cuda_device_capability(int ordinal, int *major, int *minor, ct_err *err);
+
+/* Whether a GPU of compute capability major.minor runs `precision` (fp16 from 7.0, bf16 from 8.0:
+ * the tensor cores the half convolutions and products are chosen for): NULL when it does, else
+ * the lowest capability it needs, as "7.0" or "8.0". Pure, so that its test needs no GPU. */
+const char *ct_cuda_precision_needs(int precision, int major, int minor);
+
 /* Versions as CUDA encodes them (1000 * major + 10 * minor: 13000 is 13.0). *driver is the
  * newest CUDA the installed driver supports, 0 when no driver is installed; *runtime the cudart
  * this program was linked with. Either pointer may be NULL. */

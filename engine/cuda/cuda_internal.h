@@ -83,6 +83,13 @@ typedef struct ct_cuda {
 
     unsigned *nonfinite;         /* device counter for all_finite */
 
+    /* fp16 loss scaling (scaler_set): the state in device memory, read and written only by the
+     * step's kernels (loss, unscale, optimizer, ct_launch_scaler_update) in stream order; the host
+     * copies it in and out through the pinned scaler_host outside steps. */
+    ct_scaler *scaler;
+    ct_scaler *scaler_host;
+    int scaling;                 /* 1: the loss scales dlogits and unscale divides the gradients */
+
     ct_lt_plans *plans;
     ct_dnn_cache conv;           /* conv2d.c: descriptors and measured algorithms per shape */
     ct_dnn_cache bn;             /* batchnorm.c: descriptors per shape */
@@ -99,10 +106,17 @@ ct_status ct_cuda_read_metrics(ct_backend *be, double *loss_sum, long *correct, 
 ct_status ct_cuda_peek_metrics(ct_backend *be, long tag, double *loss_sum, long *correct, long *tag_out,
                                ct_err *err);
 
-/* The per-type ops of the layer table, ct_cuda_<type>_ops in engine/cuda/<type>.c. */
-#define CT_CUDA_DECLARE_OPS(upper, lower) extern const ct_layer_ops ct_cuda_##lower##_ops;
+/* The per-type ops of the layer table, and the dtypes each type's ops take (bits 1u << ct_dtype,
+ * ct_cuda_<type>_dtypes next to the ops; layer_common.h), ct_cuda_<type>_ops in engine/cuda/<type>.c. */
+#define CT_CUDA_DECLARE_OPS(upper, lower) extern const ct_layer_ops ct_cuda_##lower##_ops; \
+    extern const unsigned ct_cuda_##lower##_dtypes;
 CT_LAYER_TYPES(CT_CUDA_DECLARE_OPS)
 #undef CT_CUDA_DECLARE_OPS
+
+/* backend.c: the layer table the backend's ops point at (indexed by ct_layer_type), and whether a
+ * type's ops take tensors of dtype (its ct_cuda_<type>_dtypes); pure lookups, no GPU needed. */
+const ct_layer_ops *const *ct_cuda_layer_table(void);
+int ct_cuda_layer_supports(ct_layer_type type, ct_dtype dtype);
 
 /* ---- matmul.c: column-major products through cuBLASLt, fp32 ---- */
 ct_status ct_cuda_matmul_init(ct_cuda *cu, ct_err *err);
@@ -113,6 +127,12 @@ void ct_cuda_matmul_free(ct_cuda *cu);
 ct_status ct_cuda_matmul(ct_cuda *cu, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
                          const float *A, int lda, const float *B, int ldb, float *D, int ldd,
                          cublasLtEpilogue_t epilogue, const float *bias, int beta_one, int *done, ct_err *err);
+/* The same over other dtypes: A and B of ab_type (fp32, fp16 or bf16), D (C) and the bias of d_type,
+ * which is fp32 or ab_type; CUBLAS_COMPUTE_32F with an fp32 scale whatever the types. */
+ct_status ct_cuda_matmul_dt(ct_cuda *cu, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                            const void *A, int lda, const void *B, int ldb, void *D, int ldd, ct_dtype ab_type,
+                            ct_dtype d_type, cublasLtEpilogue_t epilogue, const void *bias, int beta_one, int *done,
+                            ct_err *err);
 
 /* ---- dnn.c: the cuDNN handle, and what conv2d.c and batchnorm.c share ---- */
 ct_status ct_cuda_dnn_init(ct_cuda *cu, ct_err *err);

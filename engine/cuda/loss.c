@@ -11,8 +11,16 @@ ct_status ct_cuda_loss(ct_backend *be, const ct_tensor *logits, const ct_tensor 
         return ct_fail(err, CT_ERR_BACKEND, "the CUDA loss takes fp32 logits and int32 labels (got %s and %s)",
                        ct_dtype_name(logits->dtype), ct_dtype_name(labels->dtype));
     ct_cuda *cu = ct_cuda_of(be);
-    CT_CUDA_CHECK(ct_launch_softmax_xent(ct_f32(logits), ct_i32(labels), ct_f32(dlogits), cu->loss_sum, cu->correct,
-                                         n, logits->shape.c, 1.0f / (float)n, cu->compute), err);
+    /* with scaling on, dlogits = ((p - onehot) * (1/n)) * scale, the scale read on the device (a
+     * replayed step sees the current one); for the power-of-two scales of dynamic scaling the bits
+     * of the CPU's one factor (1/n) * scale */
+    if (cu->scaling && dlogits)
+        CT_CUDA_CHECK(ct_launch_softmax_xent_scaled(ct_f32(logits), ct_i32(labels), ct_f32(dlogits), cu->loss_sum,
+                                                    cu->correct, n, logits->shape.c, 1.0f / (float)n, cu->scaler,
+                                                    cu->compute), err);
+    else
+        CT_CUDA_CHECK(ct_launch_softmax_xent(ct_f32(logits), ct_i32(labels), ct_f32(dlogits), cu->loss_sum,
+                                             cu->correct, n, logits->shape.c, 1.0f / (float)n, cu->compute), err);
     return CT_OK;
 }
 

@@ -1,4 +1,4 @@
-/* Column-major matrix products through cuBLASLt, fp32 throughout (dense.c says how the layers'
+/* Column-major matrix products through cuBLASLt (fp32, or fp16 / bf16 inputs with fp32 compute) (dense.c says how the layers'
  * row-major tensors map onto them).
  *
  * Plans. Building a matmul (descriptor, three layouts, heuristic query) is host work that must
@@ -11,7 +11,10 @@
  *
  * Precision: CUBLAS_COMPUTE_32F with fp32 scale, A, B, C, D and bias: full fp32 products, as
  * PyTorch's default (it allows TF32 in matmuls only when asked), and the heuristic is told to
- * leave out any algorithm that rounds its inputs to TF32, fp16 or bf16. cuBLASLt's GELU
+ * leave out any algorithm that rounds its inputs to TF32, fp16 or bf16. Mixed precision (half A and
+ * B, one type, and C / D of that type or fp32; a bias of D's type, cuBLASLt's default for
+ * CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE): still CUBLAS_COMPUTE_32F with an fp32 scale type, the
+ * products accumulated in fp32 and rounded once on store, tensor cores allowed. cuBLASLt's GELU
  * epilogues are the tanh approximation, not the erf form of CT_ACT_GELU, so only relu is fused. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,6 +36,7 @@ typedef struct lt_key {
     int beta_one;                /* 0: D = op(A) op(B); 1: D += op(A) op(B) */
     uint32_t align_a, align_b, align_c, align_bias;  /* bytes; align_bias 0 without a bias */
     uint64_t workspace;          /* bytes the algorithm may use */
+    int32_t ab_type, d_type;     /* ct_dtype of A and B (one type), of C and D (and a bias) */
 } lt_key;
 
 typedef struct lt_plan {
@@ -55,7 +59,7 @@ static int key_equal(const lt_key *a, const lt_key *b)
            a->k == b->k && a->lda == b->lda && a->ldb == b->ldb && a->ldc == b->ldc &&
            a->epilogue == b->epilogue && a->beta_one == b->beta_one && a->align_a == b->align_a &&
            a->align_b == b->align_b && a->align_c == b->align_c && a->align_bias == b->align_bias &&
-           a->workspace == b->workspace;
+           a->workspace == b->workspace && a->ab_type == b->ab_type && a->d_type == b->d_type;
 }
 
 /* Teardown: a destroy call that fails leaves nothing useful to do, so its status is dropped. */
@@ -97,6 +101,11 @@ static uint32_t alignment_of(const void *p)
     return align;
 }
 
+static cudaDataType_t lt_type(int32_t dtype)
+{
+    return dtype == CT_DTYPE_F16 ? CUDA_R_16F : dtype == CT_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
 /* Builds the plan for key (host work only). bias: the pointer the heuristic sees for a bias
  * epilogue (it reads the pointer's alignment from the descriptor), else NULL. */
 static ct_status plan_build(ct_cuda *cu, const lt_key *key, const void *bias, lt_plan **out, ct_err *err)
@@ -136,11 +145,12 @@ static ct_status plan_build(ct_cuda *cu, const lt_key *key, const void *bias, lt
 
     /* Layouts as stored: op(A) is m x k, so a transposed A is stored k x m; likewise B. */
     int a_t = key->transa == CUBLAS_OP_T, b_t = key->transb == CUBLAS_OP_T;
-    LT_TRY(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, (uint64_t)(a_t ? key->k : key->m),
+    const cudaDataType_t ab = lt_type(key->ab_type), cd = lt_type(key->d_type);
+    LT_TRY(cublasLtMatrixLayoutCreate(&p->a, ab, (uint64_t)(a_t ? key->k : key->m),
                                       (uint64_t)(a_t ? key->m : key->k), key->lda));
-    LT_TRY(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, (uint64_t)(b_t ? key->n : key->k),
+    LT_TRY(cublasLtMatrixLayoutCreate(&p->b, ab, (uint64_t)(b_t ? key->n : key->k),
                                       (uint64_t)(b_t ? key->k : key->n), key->ldb));
-    LT_TRY(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)key->m, (uint64_t)key->n, key->ldc));
+    LT_TRY(cublasLtMatrixLayoutCreate(&p->c, cd, (uint64_t)key->m, (uint64_t)key->n, key->ldc));
 
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t workspace = key->workspace;
@@ -157,9 +167,11 @@ static ct_status plan_build(ct_cuda *cu, const lt_key *key, const void *bias, lt
                                                 sizeof align_c));
     /* COMPUTE_32F already excludes TF32; the mask says the same to the heuristic, so that no
      * algorithm that rounds fp32 inputs down (TF32, fp16, bf16) can be picked. */
-    uint64_t impl = ~(uint64_t)(CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_TF32 | CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16F |
-                                CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16BF);
-    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_IMPL_MASK, &impl, sizeof impl));
+    if (key->ab_type == CT_DTYPE_F32) {
+        uint64_t impl = ~(uint64_t)(CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_TF32 | CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16F |
+                                    CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16BF);
+        LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_IMPL_MASK, &impl, sizeof impl));
+    }
 
     cublasLtMatmulHeuristicResult_t result;
     memset(&result, 0, sizeof result);
@@ -233,6 +245,21 @@ ct_status ct_cuda_matmul(ct_cuda *cu, cublasOperation_t transa, cublasOperation_
                          const float *A, int lda, const float *B, int ldb, float *D, int ldd,
                          cublasLtEpilogue_t epilogue, const float *bias, int beta_one, int *done, ct_err *err)
 {
+    return ct_cuda_matmul_dt(cu, transa, transb, m, n, k, A, lda, B, ldb, D, ldd, CT_DTYPE_F32, CT_DTYPE_F32,
+                             epilogue, bias, beta_one, done, err);
+}
+
+// A, B: column-major ab_type; D: d_type; bias: (m) d_type or NULL
+ct_status ct_cuda_matmul_dt(ct_cuda *cu, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                            const void *A, int lda, const void *B, int ldb, void *D, int ldd, ct_dtype ab_type,
+                            ct_dtype d_type, cublasLtEpilogue_t epilogue, const void *bias, int beta_one, int *done,
+                            ct_err *err)
+{
+    if (ab_type != CT_DTYPE_F32 && ab_type != CT_DTYPE_F16 && ab_type != CT_DTYPE_BF16)
+        return ct_fail(err, CT_ERR_INTERNAL, "cuBLASLt products take fp32, fp16 or bf16 inputs");
+    if (d_type != CT_DTYPE_F32 && d_type != ab_type)
+        return ct_fail(err, CT_ERR_INTERNAL, "a %s product writes fp32 or %s", ct_dtype_name(ab_type),
+                       ct_dtype_name(ab_type));
     size_t workspace = lt_workspace(cu);
     lt_key key;
     memset(&key, 0, sizeof key);
@@ -251,6 +278,8 @@ ct_status ct_cuda_matmul(ct_cuda *cu, cublasOperation_t transa, cublasOperation_
     key.align_c = alignment_of(D);
     key.align_bias = epilogue_has_bias(key.epilogue) ? alignment_of(bias) : 0;
     key.workspace = workspace;
+    key.ab_type = (int32_t)ab_type;
+    key.d_type = (int32_t)d_type;
 
     *done = 0;
     lt_plan *p = NULL;
@@ -261,9 +290,9 @@ ct_status ct_cuda_matmul(ct_cuda *cu, cublasOperation_t transa, cublasOperation_
         if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
             return CT_OK;
         return ct_fail(err, CT_ERR_BACKEND,
-                       "cuBLASLt has no fp32 algorithm for %c%c %d x %d x %d (lda %d, ldb %d, ldc %d, alignments "
-                       "%u/%u/%u bytes)",
-                       transa == CUBLAS_OP_T ? 'T' : 'N', transb == CUBLAS_OP_T ? 'T' : 'N', m, n, k, lda, ldb, ldd,
+                       "cuBLASLt has no %s -> %s algorithm for %c%c %d x %d x %d (lda %d, ldb %d, ldc %d, "
+                       "alignments %u/%u/%u bytes)",
+                       ct_dtype_name(ab_type), ct_dtype_name(d_type), transa == CUBLAS_OP_T ? 'T' : 'N', transb == CUBLAS_OP_T ? 'T' : 'N', m, n, k, lda, ldb, ldd,
                        key.align_a, key.align_b, key.align_c);
     }
     if (epilogue_has_bias(key.epilogue)) {
