@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "api/handle.h"
+#include "base/half.h"
 #include "tests/test_util.h"
 
 #ifdef CUTRAIN_HAVE_CUDA
@@ -30,6 +31,38 @@ enum { CLASSES = 5 };
  * chain; forward outputs keep TOL, gradients get twice it. */
 #define TOL_CONV_GRAD 2e-4
 #define TINY 1e-30
+
+/* Every case runs in each precision (the config's train.precision); both backends then store the
+ * same tensors in the same half type (the CPU through its half path, engine/cpu/half.c) from the
+ * same fp32 masters and the same half copy, and the figures compare half tensors widened to fp32
+ * (exact). Where both sides compute the same fp32 value in another order and round it to half,
+ * they agree unless the value sits by a rounding boundary (then one ulp apart); the CUDA backend
+ * also rounds three times more than the CPU (engine/README.md, engine/cuda/layer_common.h): a
+ * convolution's product is rounded to half before its bias is added, the gradient before a fused
+ * activation is stored in half, and conv's weight gradient goes through half. Each is at most
+ * about an ulp of the value it touches, in up to every element of a layer, and they pile up along
+ * a chain of a dozen layers forward and again backward. The tolerances are multiples of the half
+ * type's relative ulp u (fp16 2^-11 = 4.9e-4, bf16 2^-8 = 3.9e-3): outputs and statistics 10u,
+ * gradients 20u (twice the roundings: forward's reach them, backward adds its own). A wrong
+ * formula, a missed scale or a value read in the wrong type gives errors of order 1; a half
+ * tensor read as fp32 gives NaN or garbage. */
+typedef struct precision_case {
+    const char *name;        /* train.precision */
+    ct_precision precision;
+    double tol_y;            /* outputs, loss, batch-norm running statistics */
+    double tol_grad;         /* activation and parameter gradients of networks without a convolution */
+    double tol_conv_grad;    /* the same with a convolution (cuDNN's algorithms, conv dw through half) */
+    const char *train_keys;  /* added to [train] */
+} precision_case;
+
+static const precision_case PRECISIONS[] = {
+    {"fp32", CT_PREC_FP32, TOL, TOL, TOL_CONV_GRAD, ""},
+    /* a first loss scale of 2^10 keeps the scaled gradients of these small networks far from fp16's
+     * 65504 while exercising the scaled loss and the unscale pass (1/1024 is exact) */
+    {"fp16", CT_PREC_FP16, 5e-3, 1e-2, 1e-2, "precision = fp16\nloss_scale_init = 1024\n"},
+    {"bf16", CT_PREC_BF16, 4e-2, 8e-2, 8e-2, "precision = bf16\n"},
+};
+static const precision_case *prec = &PRECISIONS[0];
 
 /* Case flags. */
 enum {
@@ -59,6 +92,26 @@ static void *fetch(ct_backend *be, const void *src, size_t bytes)
         return NULL;
     }
     return host;
+}
+
+/* The first `count` values of a backend tensor (fp32, fp16 or bf16), widened to fp32 on the host
+ * (exact); NULL after a failed check. */
+static float *fetch_f32(ct_backend *be, const ct_tensor *t, size_t count)
+{
+    if (t->dtype != CT_DTYPE_F32 && !ct_dtype_is_half(t->dtype)) {
+        CHECK_MSG(0, "a %s tensor where fp32, fp16 or bf16 was expected", ct_dtype_name(t->dtype));
+        return NULL;
+    }
+    if (t->dtype == CT_DTYPE_F32)
+        return fetch(be, t->data, count * sizeof(float));
+    uint16_t *h = fetch(be, t->data, count * sizeof(uint16_t));
+    if (!h)
+        return NULL;
+    float *f = xmalloc(count * sizeof *f);
+    for (size_t i = 0; i < count; i++)
+        f[i] = t->dtype == CT_DTYPE_F16 ? ct_f32_from_f16(h[i]) : ct_f32_from_bf16(h[i]);
+    free(h);
+    return f;
 }
 
 static int put(ct_backend *be, void *dst, const void *src, size_t bytes)
@@ -123,7 +176,11 @@ static void check_tensor(const char *cs, const char *layer, const char *what, ct
     CHECK_MSG(dev_a && dev_b, "[%s] %s %s: missing on the %s side", cs, layer, what, dev_a ? "cpu" : "gpu");
     if (!dev_a || !dev_b)
         return;
-    float *a = fetch(gpu, dev_a, n * sizeof(float)), *b = fetch(cpu, dev_b, n * sizeof(float));
+    CHECK_MSG(ta->dtype == tb->dtype, "[%s] %s %s: %s on the GPU, %s on the CPU", cs, layer, what,
+              ct_dtype_name(ta->dtype), ct_dtype_name(tb->dtype));
+    if (ta->dtype != tb->dtype)
+        return;
+    float *a = fetch_f32(gpu, ta, n), *b = fetch_f32(cpu, tb, n);
     if (a && b)
         check_host(cs, layer, what, a, b, n, tol);
     free(a);
@@ -138,7 +195,7 @@ static void check_dropout(const char *cs, const char *tag, ct_backend *gpu, cons
                           const ct_layer *lc, int n)
 {
     size_t count = (size_t)n * ct_shape_size(lc->out);
-    float *a = fetch(gpu, lg->y->data, count * sizeof(float)), *b = fetch(cpu, lc->y->data, count * sizeof(float));
+    float *a = fetch_f32(gpu, lg->y, count), *b = fetch_f32(cpu, lc->y, count);
     if (a && b) {
         size_t differ = 0, kept = 0;
         for (size_t i = 0; i < count; i++) {
@@ -176,7 +233,7 @@ static int has_conv(const ct_graph *g)
  * b_off/b_count) and the running statistics (g->state at state_off). `tag` marks the pass. */
 static void compare_graphs(const char *cs, const char *tag, ct_graph *gg, ct_graph *gc, int n, int grads)
 {
-    double grad_tol = has_conv(gc) ? TOL_CONV_GRAD : TOL;
+    double grad_tol = has_conv(gc) ? prec->tol_conv_grad : prec->tol_grad;
     char what[32];
     float *dg = NULL, *dc = NULL, *sg = NULL, *sc = NULL;
     if (grads) {
@@ -190,7 +247,7 @@ static void compare_graphs(const char *cs, const char *tag, ct_graph *gg, ct_gra
         const char *name = lc->cfg->name;
         size_t out = (size_t)n * ct_shape_size(lc->out);
         snprintf(what, sizeof what, "y%s", tag);
-        check_tensor(cs, name, what, gg->be, lg->y, gc->be, lc->y, out, TOL);
+        check_tensor(cs, name, what, gg->be, lg->y, gc->be, lc->y, out, prec->tol_y);
         if (lc->type == CT_LAYER_DROPOUT && grads)
             check_dropout(cs, tag, gg->be, lg, gc->be, lc, n);
         if (!grads)
@@ -208,9 +265,9 @@ static void compare_graphs(const char *cs, const char *tag, ct_graph *gg, ct_gra
         if (sg && sc && lc->state_count) {
             size_t c = lc->state_count / 2;  /* running mean, then running variance */
             snprintf(what, sizeof what, "rmean%s", tag);
-            check_host(cs, name, what, sg + lc->state_off, sc + lc->state_off, c, TOL);
+            check_host(cs, name, what, sg + lc->state_off, sc + lc->state_off, c, prec->tol_y);
             snprintf(what, sizeof what, "rvar%s", tag);
-            check_host(cs, name, what, sg + lc->state_off + c, sc + lc->state_off + c, c, TOL);
+            check_host(cs, name, what, sg + lc->state_off + c, sc + lc->state_off + c, c, prec->tol_y);
         }
     }
     free(dg);
@@ -219,20 +276,60 @@ static void compare_graphs(const char *cs, const char *tag, ct_graph *gg, ct_gra
     free(sc);
 }
 
-/* The loss sums and correct counts since the last read, on both sides. */
-static void compare_metrics(const char *cs, const char *tag, ct_backend *gpu, ct_backend *cpu)
+/* Samples whose two largest CPU logits lie closer than `margin`: where the GPU's logits, within
+ * the tolerance of the CPU's, may pick the other class. */
+static long near_ties(ct_graph *gc, int n, double margin)
+{
+    const ct_layer *out = ct_graph_output(gc);
+    int k = (int)ct_shape_size(out->out);
+    float *z = fetch_f32(gc->be, out->y, (size_t)n * (size_t)k);
+    long ties = 0;
+    for (int i = 0; z && i < n; i++) {
+        float top = -INFINITY, second = -INFINITY;
+        for (int j = 0; j < k; j++) {
+            float v = z[(size_t)i * k + j];
+            if (v > top) {
+                second = top;
+                top = v;
+            } else if (v > second) {
+                second = v;
+            }
+        }
+        ties += (double)top - (double)second < margin;
+    }
+    free(z);
+    return ties;
+}
+
+/* The loss sums and correct counts since the last read, on both sides. In fp32 the correct counts
+ * must agree exactly; in half precision a sample whose two best logits lie within twice the output
+ * tolerance of each other (scaled by the largest logit) may go either way, and only those. */
+static void compare_metrics(const char *cs, const char *tag, ct_backend *gpu, ct_backend *cpu, ct_graph *gc, int n)
 {
     double loss[2] = {0, 0};
-    long correct[2] = {0, 0};
+    long correct[2] = {0, 0}, slack = 0;
     ct_err err = {0};
+    if (prec->precision != CT_PREC_FP32) {
+        const ct_layer *out = ct_graph_output(gc);
+        size_t count = (size_t)n * ct_shape_size(out->out);
+        float *z = fetch_f32(gc->be, out->y, count);
+        double big = 0.0;
+        for (size_t i = 0; z && i < count; i++)
+            big = fmax(big, fabs((double)z[i]));
+        free(z);
+        slack = near_ties(gc, n, 2.0 * prec->tol_y * big);
+    }
     CHECK_MSG(gpu->ops->read_metrics(gpu, &loss[0], &correct[0], 1, &err) == CT_OK, "[%s] %s", cs, err.msg);
     CHECK_MSG(cpu->ops->read_metrics(cpu, &loss[1], &correct[1], 1, &err) == CT_OK, "[%s] %s", cs, err.msg);
     double e = fabs(loss[0] - loss[1]) / fmax(fabs(loss[1]), TINY);
-    int ok = isfinite(loss[0]) && isfinite(loss[1]) && e <= TOL;
-    printf("%-24s %-7s %-10s rel %.2e  tol %.0e  (gpu %.7g, cpu %.7g; correct %ld, %ld)%s\n", cs, "loss", tag, e,
-           TOL, loss[0], loss[1], correct[0], correct[1], ok && correct[0] == correct[1] ? "" : "  FAIL");
+    int ok = isfinite(loss[0]) && isfinite(loss[1]) && e <= prec->tol_y;
+    long apart = labs(correct[0] - correct[1]);
+    printf("%-24s %-7s %-10s rel %.2e  tol %.0e  (gpu %.7g, cpu %.7g; correct %ld, %ld, near ties %ld)%s\n", cs,
+           "loss", tag, e, prec->tol_y, loss[0], loss[1], correct[0], correct[1], slack,
+           ok && apart <= slack ? "" : "  FAIL");
     CHECK_MSG(ok, "[%s] loss %s: gpu %.9g, cpu %.9g", cs, tag, loss[0], loss[1]);
-    CHECK_MSG(correct[0] == correct[1], "[%s] correct %s: gpu %ld, cpu %ld", cs, tag, correct[0], correct[1]);
+    CHECK_MSG(apart <= slack, "[%s] correct %s: gpu %ld, cpu %ld (%ld near ties)", cs, tag, correct[0], correct[1],
+              slack);
 }
 
 /* NaN over every buffer a backward must write in full for n samples: each layer's parameter
@@ -254,17 +351,27 @@ static ct_status poison_gradients(ct_graph *g, int n, ct_err *err)
         for (int j = 0; j < 2 + l->n_in && st == CT_OK; j++) {
             if (!t[j] || !count[j])
                 continue;
-            float *nan = xmalloc(count[j] * sizeof *nan);
-            for (size_t q = 0; q < count[j]; q++)
-                nan[q] = NAN;
-            st = dev->ops->upload(dev, t[j]->data, nan, count[j] * sizeof *nan, err);
+            /* in the tensor's own type: a half gradient takes 2 bytes an element */
+            size_t bytes = count[j] * ct_dtype_size(t[j]->dtype);
+            void *nan = xmalloc(bytes);
+            if (t[j]->dtype == CT_DTYPE_F32) {
+                for (size_t q = 0; q < count[j]; q++)
+                    ((float *)nan)[q] = NAN;
+            } else {
+                uint16_t bits = t[j]->dtype == CT_DTYPE_F16 ? ct_f16_from_f32(NAN) : ct_bf16_from_f32(NAN);
+                for (size_t q = 0; q < count[j]; q++)
+                    ((uint16_t *)nan)[q] = bits;
+            }
+            st = dev->ops->upload(dev, t[j]->data, nan, bytes, err);
             free(nan);
         }
     }
     return st;
 }
 
-/* One training pass as the trainer runs it, without the optimizer. */
+/* One training pass as the trainer runs it, without the optimizer; in fp16 the loss gradient is
+ * scaled and the unscale pass brings the parameter gradients back to size, as the trainer's step
+ * does. */
 static ct_status train_pass(ct_graph *g, int n, const ct_step_scalars *s, ct_err *err)
 {
     ct_backend *be = g->be;
@@ -278,7 +385,32 @@ static ct_status train_pass(ct_graph *g, int n, const ct_step_scalars *s, ct_err
         st = be->ops->loss(be, out->y, &g->labels, out->dy, n, err);
     if (st == CT_OK)
         st = ct_graph_backward(g, n, err);
+    if (st == CT_OK && g->precision == CT_PREC_FP16)
+        st = be->ops->unscale(be, &g->grads, err);
     return st;
+}
+
+/* fp16: no gradient of the pass overflowed at the case's scale on either side (a pass the scaler
+ * would skip compares nothing the trainer uses). The optimizer, which clears the count, does not run
+ * here, so it covers every pass so far. */
+static void check_no_overflow(const char *cs, ct_backend *gpu, ct_backend *cpu)
+{
+    if (prec->precision != CT_PREC_FP16)
+        return;
+    ct_scaler s[2];
+    ct_err err = {0};
+    ct_backend *be[2] = {gpu, cpu};
+    for (int b = 0; b < 2; b++) {
+        ct_status st = be[b]->ops->scaler_get(be[b], &s[b], &err);
+        CHECK_MSG(st == CT_OK, "[%s] %s scaler_get: %s", cs, be[b]->ops->name, err.msg);
+        if (st != CT_OK)
+            return;
+    }
+    printf("%-24s %-7s %-10s scale %g, non-finite gradients: gpu %d, cpu %d%s\n", cs, "scaler", "", (double)s[1].scale,
+           (int)s[0].nonfinite, (int)s[1].nonfinite, s[0].nonfinite || s[1].nonfinite ? "  FAIL" : "");
+    CHECK_MSG(s[0].scale == s[1].scale, "[%s] loss scale: gpu %g, cpu %g", cs, (double)s[0].scale, (double)s[1].scale);
+    CHECK_MSG(s[0].nonfinite == 0 && s[1].nonfinite == 0, "[%s] non-finite gradients: gpu %d, cpu %d", cs,
+              (int)s[0].nonfinite, (int)s[1].nonfinite);
 }
 
 static ct_status eval_pass(ct_graph *g, int n, ct_err *err)
@@ -343,7 +475,29 @@ static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
         for (size_t k = 0; k < l->b_count; k++)
             pc[l->b_off + k] += uniform(-0.05f, 0.05f);
     }
-    int ok = put(cpu, gc->params.data, pc, pbytes) && put(gpu, gg->params.data, pc, pbytes);
+    /* ct_graph_set_params, the one way parameters are set: the masters and, in a half run, the half
+     * copy the half dense and conv2d layers read (a plain upload of the masters would leave the copy
+     * holding the initial weights) */
+    ct_err perr = {0};
+    ct_status pst = ct_graph_set_params(gc, pc, &perr);
+    CHECK_MSG(pst == CT_OK, "[%s] cpu set_params: %s", cs, perr.msg);
+    int ok = pst == CT_OK;
+    pst = ct_graph_set_params(gg, pc, &perr);
+    CHECK_MSG(pst == CT_OK, "[%s] gpu set_params: %s", cs, perr.msg);
+    ok = ok && pst == CT_OK;
+    if (ok && gg->params_half.data) {
+        /* the GPU's half copy is the rounding of the masters just set, as the CPU's */
+        float *hg = fetch_f32(gpu, &gg->params_half, gg->param_span);
+        size_t differ = 0;
+        for (size_t i = 0; hg && i < gg->param_span; i++) {
+            float want = gg->half == CT_DTYPE_F16 ? ct_round_f16(pc[i]) : ct_round_bf16(pc[i]);
+            differ += memcmp(&hg[i], &want, sizeof want) != 0;
+        }
+        printf("%-24s %-7s %-10s %zu of %zu half weights differ from the masters' rounding%s\n", cs, "init", "",
+               differ, gg->param_span, differ ? "  FAIL" : "");
+        CHECK_MSG(hg && differ == 0, "[%s] the GPU's half copy is not the rounding of the parameters set", cs);
+        free(hg);
+    }
 
     /* identical random inputs and labels */
     size_t xcount = (size_t)n * ct_shape_size(gc->input);
@@ -362,7 +516,8 @@ static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
     /* training pass */
     ct_step_scalars s = scalars(0.01f, 1, tc->beta1, tc->beta2, ct_hash3(tc->seed, 0x44524f50, 1));
     if (ok && both_train(cs, gg, gc, n, &s)) {
-        compare_metrics(cs, "", gpu, cpu);
+        check_no_overflow(cs, gpu, cpu);
+        compare_metrics(cs, "", gpu, cpu, gc, n);
         compare_graphs(cs, "", gg, gc, n, 1);
     }
 
@@ -384,7 +539,7 @@ static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
         CHECK_MSG(stc == CT_OK, "[%s] cpu evaluation pass: %s", cs, ec.msg);
         CHECK_MSG(stg == CT_OK, "[%s] gpu evaluation pass: %s", cs, eg.msg);
         if (stc == CT_OK && stg == CT_OK) {
-            compare_metrics(cs, "@eval", gpu, cpu);
+            compare_metrics(cs, "@eval", gpu, cpu, gc, n);
             compare_graphs(cs, "@eval", gg, gc, n, 0);
         }
     }
@@ -396,7 +551,8 @@ static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
         snprintf(tag, sizeof tag, "@n=%d", n2);
         s = scalars(0.01f, 2, tc->beta1, tc->beta2, ct_hash3(tc->seed, 0x44524f50, 2));
         if (both_train(cs, gg, gc, n2, &s)) {
-            compare_metrics(cs, tag, gpu, cpu);
+            check_no_overflow(cs, gpu, cpu);
+            compare_metrics(cs, tag, gpu, cpu, gc, n2);
             compare_graphs(cs, tag, gg, gc, n2, 1);
         }
     }
@@ -405,15 +561,21 @@ static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
     free(pc); free(pg); free(sc); free(sg);
 }
 
-/* Builds `layers` on the CPU (ct_prepare, devices = cpu) and on a fresh CUDA backend with opt. */
-static void run_case_with(const char *cs, const char *shape, int batch, const char *layers, unsigned flags,
+/* Builds `layers` on the CPU (ct_prepare, devices = cpu) and on a fresh CUDA backend with opt, both
+ * in the precision of the round (prec). */
+static void run_case_with(const char *base, const char *shape, int batch, const char *layers, unsigned flags,
                           const ct_cuda_options *opt)
 {
-    char text[4096];
+    char text[4096], cs[96];
+    /* fp32 keeps the case's plain name (and its seed: the same draws as before precisions came) */
+    if (prec->precision == CT_PREC_FP32)
+        snprintf(cs, sizeof cs, "%s", base);
+    else
+        snprintf(cs, sizeof cs, "%s@%s", base, prec->name);
     int len = snprintf(text, sizeof text,
                        "[data]\nformat = synthetic\nshape = %s\nclasses = %d\ncount = 64\ntest_count = 0\n"
-                       "[train]\nbatch = %d\ndevices = cpu\noptimizer = adam\nseed = %u\n%s",
-                       shape, CLASSES, batch, 1000u + case_counter++, layers);
+                       "[train]\nbatch = %d\ndevices = cpu\noptimizer = adam\nseed = %u\n%s%s",
+                       shape, CLASSES, batch, 1000u + case_counter++, prec->train_keys, layers);
     if (len < 0 || (size_t)len >= sizeof text) {
         CHECK_MSG(0, "[%s] config text too long", cs);
         return;
@@ -441,8 +603,23 @@ static void run_case_with(const char *cs, const char *shape, int batch, const ch
         st = ct_graph_build(&gg, &net->cfg, gc->input, gc->classes, &err);
     if (st == CT_OK)
         st = ct_graph_bind(&gg, gpu, gc->batch, net->cfg.train.optimizer, net->cfg.train.seed, 0, &err);
+    /* fp16: the CPU network got the config's scaler at ct_prepare; the CUDA backend the same */
+    if (st == CT_OK && net->cfg.train.precision == CT_PREC_FP16) {
+        ct_scaler s = ct_train_scaler_start(&net->cfg.train);
+        st = gpu->ops->scaler_set(gpu, &s, &err);
+    }
     CHECK_MSG(st == CT_OK, "[%s] the CUDA network: %s", cs, err.msg);
     if (st == CT_OK) {
+        /* both built in the round's precision, every layer in the same dtype, and some of it half
+         * (else the round would compare fp32 twice) */
+        int half_layers = 0, same = gg.precision == prec->precision && gc->precision == prec->precision;
+        for (int i = 0; i < gg.n_layers; i++) {
+            same = same && gg.layers[i].dtype == gc->layers[i].dtype;
+            half_layers += ct_dtype_is_half(gg.layers[i].dtype);
+        }
+        CHECK_MSG(same, "[%s] the two networks differ in precision or in a layer's dtype", cs);
+        CHECK_MSG((half_layers > 0) == (prec->precision != CT_PREC_FP32), "[%s] %d half layers in %s", cs,
+                  half_layers, prec->name);
         /* the pre-activation is kept exactly where the activation's gradient needs it (gelu) */
         for (int i = 0; i < gg.n_layers; i++) {
             const ct_layer *l = &gg.layers[i];
@@ -770,12 +947,19 @@ int main(void)
     int absent = ct_gpu_test_absent();
     if (absent)
         return absent;
-    dense_cases();
-    conv_cases();
-    pool_cases();
-    batchnorm_cases();
-    simple_cases();
-    network_cases();
+    for (size_t p = 0; p < sizeof PRECISIONS / sizeof PRECISIONS[0]; p++) {
+        prec = &PRECISIONS[p];
+        case_counter = 0;  /* each precision's cases draw the same seeds as fp32's */
+        printf("==== precision %s: outputs tol %.0e, gradients tol %.0e (with a convolution %.0e)\n", prec->name,
+               prec->tol_y, prec->tol_grad, prec->tol_conv_grad);
+        dense_cases();
+        conv_cases();
+        pool_cases();
+        batchnorm_cases();
+        simple_cases();
+        network_cases();
+    }
+    prec = &PRECISIONS[0];
     optimizer_cases();
     return ct_test_done();
 }
