@@ -8,18 +8,32 @@
 #include "cutrain.h"
 #include "tests/test_util.h"
 
+/* What the epochs reported: the precision they trained in ("" before the first). */
+typedef struct e2e_seen {
+    char precision[8];
+} e2e_seen;
+
 static int e2e_on_epoch(const ct_epoch_stats *s, void *user)
 {
-    (void)user;
-    printf("epoch %d/%d: loss %.4f train_acc %.4f test_acc %.4f %.0f img/s %.1f s\n", s->epoch, s->epochs,
+    e2e_seen *seen = user;
+    printf("epoch %d/%d: loss %.4f train_acc %.4f test_acc %.4f %.0f img/s %.1f s", s->epoch, s->epochs,
            s->loss, s->train_accuracy, s->test_accuracy, s->images_per_s, s->seconds);
+    if (s->precision && strcmp(s->precision, "fp32") != 0)
+        printf(" %s", s->precision);
+    if (s->loss_scale > 0)
+        printf(" loss_scale %g skipped %ld", s->loss_scale, s->skipped_steps);
+    printf("\n");
     fflush(stdout);
+    if (seen)
+        snprintf(seen->precision, sizeof seen->precision, "%s", s->precision ? s->precision : "?");
     return 0;
 }
 
 /* Trains on `devices` ("cpu", or "0" for the first GPU, which must then train: no fallback to the
- * CPU, and graph-captured steps throughout, no fallback to direct launches). */
-static inline int e2e_run_on(const char *model, double target, const char *devices)
+ * CPU, and graph-captured steps throughout, no fallback to direct launches), with the overrides in
+ * `sets` (NULL-terminated key, value pairs, or NULL); a train.precision among them must be the one
+ * the epochs report. */
+static inline int e2e_run_on_with(const char *model, double target, const char *devices, const char *const *sets)
 {
     char path[1024], value[1024];
     snprintf(path, sizeof path, "%s/models/%s", CT_SOURCE_DIR, model);
@@ -36,11 +50,20 @@ static inline int e2e_run_on(const char *model, double target, const char *devic
     }
     if (st == CT_OK)
         st = ct_set(net, "train.devices", devices);
+    const char *precision = "fp32";
+    for (const char *const *kv = sets; st == CT_OK && kv && kv[0]; kv += 2) {
+        st = ct_set(net, kv[0], kv[1]);
+        if (strcmp(kv[0], "train.precision") == 0)
+            precision = kv[1];
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    ct_callbacks cb = {.on_epoch = e2e_on_epoch};
+    e2e_seen seen = {0};
+    ct_callbacks cb = {.on_epoch = e2e_on_epoch, .user = &seen};
     if (st == CT_OK)
         st = ct_fit(net, &cb);
+    if (st == CT_OK)
+        CHECK_MSG(strcmp(seen.precision, precision) == 0, "trained in '%s', not %s", seen.precision, precision);
     ct_eval_result r = {0};
     if (st == CT_OK)
         st = ct_evaluate(net, &r);
@@ -66,6 +89,11 @@ static inline int e2e_run_on(const char *model, double target, const char *devic
     CHECK_MSG(r.accuracy >= target, "%s reached %.4f, below the target %.3f", model, r.accuracy, target);
     ct_close(net);
     return ct_test_done();
+}
+
+static inline int e2e_run_on(const char *model, double target, const char *devices)
+{
+    return e2e_run_on_with(model, target, devices, NULL);
 }
 
 /* Trains `model` on the CPU with the data from CT_FMNIST_DIR and the overrides in `sets`

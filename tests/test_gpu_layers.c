@@ -8,7 +8,10 @@
  * with NaN or inf on either side failing. Each optimizer's update is compared the same way. One
  * line per case and tensor shows the figures in the log. The CUDA backend runs with deterministic
  * algorithms (and one case without); each bound layer keeps its pre-activation only where its
- * activation's gradient needs it. Exits 77 (skipped) without a GPU. */
+ * activation's gradient needs it. Every case runs in fp32, then in fp16 and bf16 (train.precision on
+ * both sides, names suffixed @fp16 / @bf16): the CPU's half path is the reference, half tensors are
+ * widened to compare, and the tolerances are per precision (PRECISIONS, with their reasons).
+ * Exits 77 (skipped) without a GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
