@@ -242,7 +242,8 @@ int main(void)
                 num += ((double)wg[i] - wc[i]) * ((double)wg[i] - wc[i]);
                 den += (double)wc[i] * wc[i];
             }
-            printf("masters after %d steps: relative difference gpu vs cpu %.3g\n", STEPS, sqrt(num / fmax(den, 1e-30)));
+            printf("masters after %d steps: relative difference gpu vs cpu %.3g\n", STEPS,
+                   sqrt(num / fmax(den, 1e-30)));
         }
         free(wg);
         free(wc);
