@@ -55,22 +55,34 @@ typedef struct precision_case {
     double tol_y;            /* outputs, loss, batch-norm running statistics */
     double tol_grad;         /* activation and parameter gradients of networks without a convolution */
     double tol_conv_grad;    /* the same with a convolution (cuDNN's algorithms, conv dw through half) */
+    /* Gradients of F_TIES cases. In half, a max-pool whose input went through a biased convolution
+     * or an activation after one gets values that differ by an ulp between the backends in about a
+     * quarter of the elements (the extra roundings); where a window's two largest values lie within
+     * an ulp, the two backends may pick different cells, and the gradient of that window goes
+     * elsewhere: about 1/sqrt(windows) of a gradient's norm per flip (0.04 in the network case),
+     * expected a fraction of a time in fp16 and a few times in bf16. No tolerance in ulps survives
+     * that, so these gradients get 0.25: a wrong routing or formula still gives order 1. (The pool
+     * cases avoid it in half: their convolution has no bias and a leaky activation, which leaves the
+     * positive values, those a max picks, rounded once on both sides.) */
+    double tol_ties;
     const char *train_keys;  /* added to [train] */
 } precision_case;
 
 static const precision_case PRECISIONS[] = {
-    {"fp32", CT_PREC_FP32, TOL, TOL, TOL_CONV_GRAD, ""},
+    {"fp32", CT_PREC_FP32, TOL, TOL, TOL_CONV_GRAD, 0.0, ""},
     /* a first loss scale of 2^10 keeps the scaled gradients of these small networks far from fp16's
      * 65504 while exercising the scaled loss and the unscale pass (1/1024 is exact) */
-    {"fp16", CT_PREC_FP16, 5e-3, 1e-2, 1e-2, "precision = fp16\nloss_scale_init = 1024\n"},
-    {"bf16", CT_PREC_BF16, 4e-2, 8e-2, 8e-2, "precision = bf16\n"},
+    {"fp16", CT_PREC_FP16, 5e-3, 1e-2, 1e-2, 0.25, "precision = fp16\nloss_scale_init = 1024\n"},
+    {"bf16", CT_PREC_BF16, 4e-2, 8e-2, 8e-2, 0.25, "precision = bf16\n"},
 };
 static const precision_case *prec = &PRECISIONS[0];
+static unsigned case_flags;  /* the running case's */
 
 /* Case flags. */
 enum {
     F_BN_EVAL = 1,   /* random running statistics before the evaluation forward */
     F_PARTIAL = 2,   /* a second training pass at a smaller n than the bound batch */
+    F_TIES = 4,      /* a max-pool reads values the backends round differently in half (below) */
 };
 
 static ct_rng rng = {20251129};
@@ -164,7 +176,7 @@ static void check_host(const char *cs, const char *layer, const char *what, cons
     if (bad_a || bad_b)
         printf("%-24s %-7s %-10s NON-FINITE (gpu %zu, cpu %zu of %zu)  FAIL\n", cs, layer, what, bad_a, bad_b, n);
     else
-        printf("%-24s %-7s %-10s rel %.2e  tol %.0e%s\n", cs, layer, what, e, tol, e <= tol ? "" : "  FAIL");
+        printf("%-24s %-7s %-10s rel %.2e  tol %.2g%s\n", cs, layer, what, e, tol, e <= tol ? "" : "  FAIL");
     CHECK_MSG(e <= tol, "[%s] %s %s: relative error %.3g over tolerance %g (%zu values, %zu/%zu non-finite)",
               cs, layer, what, e, tol, n, bad_a, bad_b);
 }
@@ -237,6 +249,8 @@ static int has_conv(const ct_graph *g)
 static void compare_graphs(const char *cs, const char *tag, ct_graph *gg, ct_graph *gc, int n, int grads)
 {
     double grad_tol = has_conv(gc) ? prec->tol_conv_grad : prec->tol_grad;
+    if (case_flags & F_TIES)
+        grad_tol = fmax(grad_tol, prec->tol_ties);
     char what[32];
     float *dg = NULL, *dc = NULL, *sg = NULL, *sc = NULL;
     if (grads) {
@@ -584,6 +598,7 @@ static void run_case_with(const char *base, const char *shape, int batch, const 
         return;
     }
     printf("== %s\n", cs);
+    case_flags = flags;
     ct_net *net = NULL;
     ct_status st = ct_open_string(text, cs, &net);
     if (st == CT_OK)
@@ -732,10 +747,11 @@ static void pool_cases(void)
     };
     char body[1024];
     for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++) {
-        /* leaky before the pool: no ties for a max to break differently (relu's zeros would tie) */
+        /* leaky before the pool: no ties for a max to break differently (relu's zeros would tie); in
+         * half no bias, so that both backends round the values a max picks once (tol_ties) */
         snprintf(body, sizeof body,
-                 "[c]\ntype = conv2d\nfilters = 4\nsize = 3\npadding = same\nactivation = leaky\n"
-                 "[p]\n%s%s", pools[i].opts, HEAD);
+                 "[c]\ntype = conv2d\nfilters = 4\nsize = 3\npadding = same\nactivation = leaky\n%s"
+                 "[p]\n%s%s", prec->precision == CT_PREC_FP32 ? "" : "bias = off\n", pools[i].opts, HEAD);
         run_case(pools[i].name, "8, 8, 3", 7, body, 0);
     }
 }
@@ -832,7 +848,7 @@ static void network_cases(void)
              "[drop]\ntype = dropout\nrate = 0.3\n"
              "[fc2]\ntype = dense\nunits = 16\nactivation = sigmoid\n"
              "[out]\ntype = dense\nunits = 5\n",
-             F_BN_EVAL | F_PARTIAL);
+             F_BN_EVAL | F_PARTIAL | F_TIES);
 }
 
 /* ---- optimizers ---- */
