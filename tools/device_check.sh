@@ -395,6 +395,7 @@ PEER_WHY=""
 if [[ ! -f $PEER/torch_peer.py ]]; then
     PEER_WHY="no torch_peer.py in '$PEER'"
 else
+    log_lines=$(wc -l <"$LOG")
     run_stage --stdout "$TMP/torch.txt" "pytorch check ($PY)" 60 "$LOG" "$PY" -c '
 import torch
 print("torch", torch.__version__, "cuda", torch.version.cuda)
@@ -408,7 +409,7 @@ try:
 except ImportError:
     print("no torchvision: the cifar_resnet18 runs will fail")'
     if ((STAGE_RC != 0)); then
-        why=$(grep -E '^[A-Za-z]*(Error|Exception)' "$LOG" | tail -n 1 || true)
+        why=$(tail -n "+$((log_lines + 1))" "$LOG" | grep -E '^[A-Za-z.]*(Error|Exception)' | tail -n 1 || true)
         PEER_WHY="$PY: ${why:-the PyTorch check failed (exit $STAGE_RC)}"
         say "      PyTorch unusable ($PEER_WHY): every PyTorch run is skipped"
     fi
@@ -496,7 +497,8 @@ d = json.loads(sys.argv[1]) if sys.argv[1] else {}
 d["gpu_util"] = None if sys.argv[2] == "null" else float(sys.argv[2])
 print(json.dumps(d))' "$line" "$util" 2>/dev/null || echo null)"
     else
-        stage_failed "pipeline cutrain fmnist_cnn b512" "skipped, no cutrain build or no nvidia-smi"
+        stage_failed "pipeline cutrain fmnist_cnn b512" \
+            "skipped, $( ((BIN_OK)) && echo "no nvidia-smi to sample GPU utilization" || echo "no cutrain binary")"
     fi
     if [[ -n $PEER_WHY ]]; then
         echo "pipeline pytorch fmnist_cnn b512 (8 workers): skipped, $PEER_WHY" >>"$LOG"
