@@ -182,6 +182,11 @@ typedef struct ct_bench_result {
     double ms_per_step;      /* mean milliseconds per step (CUDA events on the GPU) */
     double ms_per_step_min;  /* fastest of the timed windows */
     int graph;               /* 1 when the step ran as a captured CUDA graph */
+    const char *precision;   /* [train] precision: "fp32", "fp16" or "bf16" */
+    /* fp16's loss scaler after the timed steps (read outside them): the scale, and the steps
+     * skipped for a non-finite gradient, warm-up included; -1 for both without one */
+    double loss_scale;
+    long skipped_steps;
 } ct_bench_result;
 
 /* Times training steps (forward, loss, backward, optimizer) after `warmup` untimed ones, on real

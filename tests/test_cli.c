@@ -74,6 +74,17 @@ int main(void)
               ct_contains(out, "\"backend\": \"cpu\"") && ct_contains(out, "\"batch\": 20") &&
               ct_contains(out, "\"steps\": 7") && ct_contains(out, "\"images_per_s\": ") &&
               !ct_contains(out, "\"images_per_s\": 0,"), "got: %s", out);
+    CHECK_MSG(ct_contains(out, "\"precision\": \"fp32\"") && ct_contains(out, "\"loss_scale\": null"),
+              "got: %s", out);
+    /* the precision from --set or --precision, named in the line; fp16 with its loss scaler */
+    CHECK_MSG(run("bench --config net.ini --devices cpu --steps 4 --warmup 1 --set train.precision=bf16") == 0 &&
+              ct_contains(out, "\"precision\": \"bf16\"") && ct_contains(out, "\"skipped_steps\": null"),
+              "got: %s", out);
+    CHECK_MSG(run("bench --config net.ini --devices cpu --steps 4 --warmup 1 --precision fp16") == 0 &&
+              ct_contains(out, "\"precision\": \"fp16\"") && ct_contains(out, "\"loss_scale\": ") &&
+              !ct_contains(out, "\"loss_scale\": null") && ct_contains(out, "\"skipped_steps\": "),
+              "got: %s", out);
+    CHECK_MSG(run("bench --config net.ini --precision fp8") == 2 && ct_contains(out, "precision"), "got: %s", out);
     CHECK_MSG(run("bench --config net.ini --steps 0") == 2 && ct_contains(out, "--steps needs a whole number"),
               "got: %s", out);
     CHECK_MSG(run("bench --config net.ini --batch many") == 2 && ct_contains(out, "--batch"), "got: %s", out);

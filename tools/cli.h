@@ -26,6 +26,7 @@ typedef struct cli_options {
     long steps;                  /* bench: timed steps (0: default) */
     long warmup;                 /* bench: untimed steps (-1: default) */
     const char *batch;           /* --batch B: train.batch */
+    const char *precision;       /* --precision P: train.precision */
     int input_only;              /* bench: the input pipeline alone */
     int quiet;
 } cli_options;

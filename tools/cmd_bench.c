@@ -1,6 +1,7 @@
 /* cutrain bench: training images/s and milliseconds per step after warm-up, as one JSON line,
  * for side-by-side tables with the PyTorch peer (tools/device_check.sh); with --input-only, the
- * input pipeline's images/s alone. */
+ * input pipeline's images/s alone. The line names the precision ([train] precision, or --precision)
+ * and, in fp16, the loss scale and the steps skipped for a non-finite gradient. */
 #include <stdio.h>
 
 #include "cli.h"
@@ -52,10 +53,17 @@ int cmd_bench(const cli_options *opt)
     json_string(stdout, ct_backend_reason(net));
     printf(", \"note\": ");
     json_string(stdout, ct_backend_note(net));
+    printf(", \"precision\": ");
+    json_string(stdout, r.precision ? r.precision : "fp32");
     printf(", \"batch\": %d, \"steps\": %ld, \"warmup\": %d, \"graph\": %s, \"images_per_s\": %.0f, "
-           "\"ms_per_step\": %.4f, \"ms_per_step_min\": %.4f}\n",
+           "\"ms_per_step\": %.4f, \"ms_per_step_min\": %.4f",
            r.batch, r.steps, warmup, r.graph ? "true" : "false", r.images_per_s, r.ms_per_step,
            r.ms_per_step_min);
+    /* fp16's loss scaler: null without one (fp32, bf16) */
+    if (r.loss_scale > 0)
+        printf(", \"loss_scale\": %g, \"skipped_steps\": %ld}\n", r.loss_scale, r.skipped_steps);
+    else
+        printf(", \"loss_scale\": null, \"skipped_steps\": null}\n");
     ct_close(net);
     return CLI_OK;
 }

@@ -53,6 +53,8 @@ int cli_open(const cli_options *opt, ct_net **out)
         st = ct_set(net, "train.devices", opt->devices);
     if (st == CT_OK && opt->batch)
         st = ct_set(net, "train.batch", opt->batch);
+    if (st == CT_OK && opt->precision)
+        st = ct_set(net, "train.precision", opt->precision);
     if (st != CT_OK)
         return cli_fail(net, st);
     *out = net;

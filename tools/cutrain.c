@@ -12,7 +12,8 @@ static void usage(FILE *out)
             "       cutrain eval --config FILE [options]\n"
             "       cutrain summary --config FILE [options]\n"
             "       cutrain predict --config FILE --weights CKPT --images IDX [--out CSV]\n"
-            "       cutrain bench --config FILE [--steps N] [--batch B] [--warmup N] [--input-only]\n"
+            "       cutrain bench --config FILE [--steps N] [--batch B] [--precision P]\n"
+            "                     [--warmup N] [--input-only]\n"
             "       cutrain doctor\n"
             "\n"
             "commands:\n"
@@ -39,6 +40,7 @@ static void usage(FILE *out)
             "      --warmup N            bench: untimed steps first (default 20)\n"
             "      --input-only          bench: the input pipeline alone (batches/s, no model)\n"
             "      --batch B             same as --set train.batch=B\n"
+            "      --precision P         same as --set train.precision=P (fp32, fp16, bf16)\n"
             "  -q, --quiet               print only errors and the final result\n"
             "  -h, --help                this help\n"
             "  -V, --version             the version\n"
@@ -182,6 +184,9 @@ static int parse_args(int argc, char **argv, cli_options *opt)
             if (!(value = option_value(argc, argv, &i)) || parse_count("--batch", value, 1) < 0)
                 return CLI_USAGE;
             opt->batch = value;
+        } else if (is_option(arg, NULL, "--precision")) {
+            if (!(opt->precision = option_value(argc, argv, &i)))
+                return CLI_USAGE;
         } else {
             fprintf(stderr, "cutrain: unknown option '%s' (see cutrain --help)\n", arg);
             return CLI_USAGE;

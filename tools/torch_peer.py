@@ -10,11 +10,20 @@ Fashion-MNIST from its four IDX .gz files, or random CIFAR-shaped tensors), exce
 random crop, flip, normalize) from the CPU: the naive input pipeline that cutrain's
 `pipeline = sync` reproduces and its parallel pipeline is measured against.
 
+--precision fp16 | bf16 is PyTorch's mixed precision as documented (AMP): the forward and the loss
+under torch.autocast in that type, the loss taken in fp32, weights and SGD state in fp32; fp16
+with torch.amp.GradScaler (dynamic loss scaling, default settings), bf16 without one; and for the
+convolutional models (fmnist_cnn, cifar_resnet18) channels_last weights and inputs, the layout
+tensor cores want. --precision fp32 (the default) is plain fp32 with no autocast, no scaler and
+NCHW, as before. --channels-last / --no-channels-last override the layout either way.
+
 tools/device_check.sh runs it beside `cutrain bench`; by hand, from a clone (Python with PyTorch,
 torchvision for cifar_resnet18, and a CUDA GPU):
 
   python3 tools/torch_peer.py --model fmnist_cnn --batch 256 --precision fp32 --data DIR
   python3 tools/torch_peer.py --model fmnist_cnn --batch 32 --pipeline 0 --data DIR   # 0 workers
+  python3 tools/torch_peer.py --model fmnist_cnn --batch 256 --precision fp16 --data DIR     # AMP
+  python3 tools/torch_peer.py --model cifar_resnet18 --batch 512 --precision bf16
   python3 tools/torch_peer.py --model fmnist_cnn --batch 256 --precision fp16 --compile --data DIR
 
 DIR holds the four Fashion-MNIST .gz files (default /usr/share/datasets/fashion-mnist, Debian's
@@ -30,8 +39,10 @@ import torch, torch.nn as nn, torch.nn.functional as F
 ap = argparse.ArgumentParser()
 ap.add_argument("--model", required=True)
 ap.add_argument("--batch", type=int, required=True)
-ap.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
-ap.add_argument("--channels-last", action="store_true")
+ap.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"],
+                help="fp16: autocast + GradScaler; bf16: autocast, no scaler; both channels_last for conv models")
+ap.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
+                help="default: on for conv models in fp16/bf16, off otherwise")
 ap.add_argument("--compile", action="store_true", help="torch.compile(mode='reduce-overhead')")
 ap.add_argument("--pipeline", type=int, default=-1, help="DataLoader workers; -1 = data on GPU")
 ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
@@ -40,7 +51,11 @@ a = ap.parse_args()
 
 torch.backends.cudnn.benchmark = True
 dev = torch.device("cuda")
-amp = a.precision == "fp16"
+amp = a.precision != "fp32"
+AMP_DTYPE = torch.bfloat16 if a.precision == "bf16" else torch.float16
+CONV_MODELS = ("fmnist_cnn", "cifar_resnet18")
+if a.channels_last is None:
+    a.channels_last = amp and a.model in CONV_MODELS
 
 try:
     import pynvml
@@ -109,14 +124,15 @@ m = model().to(dev)
 if a.channels_last:
     m = m.to(memory_format=torch.channels_last)
 opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
-scaler = torch.amp.GradScaler(enabled=amp)
+# bf16 has fp32's exponent range: no loss scaling (PyTorch's AMP recipe)
+scaler = torch.amp.GradScaler("cuda", enabled=a.precision == "fp16")
 fwd = torch.compile(m, mode="reduce-overhead") if a.compile else m
 
 
 def train_step(x, y):
     if a.channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
-    with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+    with torch.autocast("cuda", dtype=AMP_DTYPE, enabled=amp):
         loss = F.cross_entropy(fwd(x).float(), y)
     opt.zero_grad(set_to_none=True)
     scaler.scale(loss).backward()
@@ -179,4 +195,5 @@ dt = time.time() - t0
 print(json.dumps(dict(peer="pytorch " + torch.__version__, model=a.model, batch=a.batch, precision=a.precision,
                       channels_last=a.channels_last, compile=a.compile, pipeline_workers=a.pipeline,
                       img_s=round(n * a.batch / dt), step_ms=round(1000 * dt / n, 3), gpu_util=u.mean(),
-                      warmup_s=round(warm, 1), peak_mem_mib=round(torch.cuda.max_memory_allocated() / 2**20))))
+                      warmup_s=round(warm, 1), peak_mem_mib=round(torch.cuda.max_memory_allocated() / 2**20),
+                      loss_scale=scaler.get_scale() if scaler.is_enabled() else None)))

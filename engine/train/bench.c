@@ -8,6 +8,8 @@
 
 enum { BENCH_BATCHES = 4, BENCH_WINDOWS = 5 };
 
+static const char *const precision_words[] = {"fp32", "fp16", "bf16"};
+
 /* Device copies of whole batches: (batch, input) fp32 and (batch) int32 each. */
 typedef struct bench_data {
     void *x[BENCH_BATCHES];
@@ -122,6 +124,10 @@ ct_status ct_bench(ct_net *net, int warmup, long steps, ct_bench_result *out)
     }
     if (st == CT_OK)
         st = be->ops->read_metrics(be, &loss, &correct, 1, err);
+    ct_scaler sc = {.scale = -1.0};
+    int scaled = net->cfg.train.precision == CT_PREC_FP16;
+    if (st == CT_OK && scaled)
+        st = be->ops->scaler_get(be, &sc, err);
     free_data(dev, &d);
     if (st != CT_OK)
         return st;
@@ -130,7 +136,8 @@ ct_status ct_bench(ct_net *net, int warmup, long steps, ct_bench_result *out)
     *out = (ct_bench_result){
         .batch = g->batch, .steps = done, .ms_per_step = total / (double)done, .ms_per_step_min = best,
         .images_per_s = total > 0 ? (double)g->batch * (double)done / (total / 1000.0) : 0.0,
-        .graph = be->graphs,
+        .graph = be->graphs, .precision = precision_words[net->cfg.train.precision],
+        .loss_scale = scaled ? sc.scale : -1.0, .skipped_steps = scaled ? (long)sc.skipped_steps : -1,
     };
     return CT_OK;
 }
