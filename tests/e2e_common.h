@@ -29,16 +29,14 @@ static int e2e_on_epoch(const ct_epoch_stats *s, void *user)
     return 0;
 }
 
-/* Trains on `devices` ("cpu", or "0" for the first GPU, which must then train: no fallback to the
- * CPU, and graph-captured steps throughout, no fallback to direct launches), with the overrides in
- * `sets` (NULL-terminated key, value pairs, or NULL); a train.precision among them must be the one
- * the epochs report. */
-static inline int e2e_run_on_with(const char *model, double target, const char *devices, const char *const *sets)
+/* Opens models/`model` with the data from CT_FMNIST_DIR, `devices`, and the overrides in `sets`
+ * (NULL-terminated key, value pairs, or NULL). *net is set even on failure (ct_close it). */
+static inline ct_status e2e_open(const char *model, const char *devices, const char *const *sets, ct_net **net)
 {
     char path[1024], value[1024];
     snprintf(path, sizeof path, "%s/models/%s", CT_SOURCE_DIR, model);
-    ct_net *net = NULL;
-    ct_status st = ct_open_file(path, &net);
+    *net = NULL;
+    ct_status st = ct_open_file(path, net);
     /* the data may live elsewhere than the package's folder (CT_FMNIST_DIR) */
     static const char *const keys[][2] = {
         {"data.train", "train-images-idx3-ubyte.gz"}, {"data.train_labels", "train-labels-idx1-ubyte.gz"},
@@ -46,16 +44,27 @@ static inline int e2e_run_on_with(const char *model, double target, const char *
     };
     for (int i = 0; st == CT_OK && i < 4; i++) {
         snprintf(value, sizeof value, "%s/%s", ct_fmnist_dir(), keys[i][1]);
-        st = ct_set(net, keys[i][0], value);
+        st = ct_set(*net, keys[i][0], value);
     }
     if (st == CT_OK)
-        st = ct_set(net, "train.devices", devices);
+        st = ct_set(*net, "train.devices", devices);
+    for (const char *const *kv = sets; st == CT_OK && kv && kv[0]; kv += 2)
+        st = ct_set(*net, kv[0], kv[1]);
+    return st;
+}
+
+/* Trains on `devices` ("cpu", or "0" for the first GPU, which must then train: no fallback to the
+ * CPU, and graph-captured steps throughout, no fallback to direct launches), with the overrides in
+ * `sets` (NULL-terminated key, value pairs, or NULL); a train.precision among them must be the one
+ * the epochs report. */
+static inline int e2e_run_on_with(const char *model, double target, const char *devices, const char *const *sets)
+{
+    ct_net *net = NULL;
+    ct_status st = e2e_open(model, devices, sets, &net);
     const char *precision = "fp32";
-    for (const char *const *kv = sets; st == CT_OK && kv && kv[0]; kv += 2) {
-        st = ct_set(net, kv[0], kv[1]);
+    for (const char *const *kv = sets; kv && kv[0]; kv += 2)
         if (strcmp(kv[0], "train.precision") == 0)
             precision = kv[1];
-    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     e2e_seen seen = {0};
@@ -100,22 +109,8 @@ static inline int e2e_run_on(const char *model, double target, const char *devic
  * (NULL-terminated key, value pairs); *r gets the final test figures. CT_OK or the failure. */
 static inline ct_status e2e_train_with(const char *model, const char *const *sets, ct_eval_result *r, double *seconds)
 {
-    char path[1024], value[1024];
-    snprintf(path, sizeof path, "%s/models/%s", CT_SOURCE_DIR, model);
     ct_net *net = NULL;
-    ct_status st = ct_open_file(path, &net);
-    static const char *const keys[][2] = {
-        {"data.train", "train-images-idx3-ubyte.gz"}, {"data.train_labels", "train-labels-idx1-ubyte.gz"},
-        {"data.test", "t10k-images-idx3-ubyte.gz"},   {"data.test_labels", "t10k-labels-idx1-ubyte.gz"},
-    };
-    for (int i = 0; st == CT_OK && i < 4; i++) {
-        snprintf(value, sizeof value, "%s/%s", ct_fmnist_dir(), keys[i][1]);
-        st = ct_set(net, keys[i][0], value);
-    }
-    if (st == CT_OK)
-        st = ct_set(net, "train.devices", "cpu");
-    for (; st == CT_OK && sets && sets[0]; sets += 2)
-        st = ct_set(net, sets[0], sets[1]);
+    ct_status st = e2e_open(model, "cpu", sets, &net);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     ct_callbacks cb = {.on_epoch = e2e_on_epoch};
