@@ -51,8 +51,10 @@ cflags=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefin
         -D_POSIX_C_SOURCE=200809L -I engine -I .)
 # The data code's OpenMP pragmas are ignored without -fopenmp: the readers are serial anyway.
 data_srcs=(data/idx.c data/cifar10.c data/data.c data/synthetic.c engine/base/rng.c engine/base/status.c)
-# A glob, so that a new file of the config reader joins the target without editing this list.
-config_srcs=(engine/config/*.c engine/base/status.c engine/base/types.c)
+# Globs, so that a new file of the config reader or a new layer record (which holds its type's
+# keys) joins the target without editing this list.
+config_srcs=(engine/config/*.c engine/graph/layers/*.c engine/base/status.c engine/base/types.c
+             engine/base/rng.c)
 
 targets=(config idx cifar)
 declare -A srcs=(
