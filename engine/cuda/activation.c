@@ -6,13 +6,8 @@
 static ct_status activation_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
 {
     (void)training;
-    ct_status st = ct_cuda_check_layer(l, n, err);
-    if (st != CT_OK)
-        return st;
-    ct_cuda_stage s;
-    ct_cuda_stage_begin(ct_cuda_of(be), 0, &s);
     const void *x = NULL;
-    st = ct_cuda_input_as(be, l, 0, n, l->dtype, &s, &x, err);
+    ct_status st = ct_cuda_forward_input(be, l, n, &x, err);
     if (st != CT_OK)
         return st;
     CT_CUDA_CHECK(ct_launch_activation_forward_dt(x, l->y->data, ct_cuda_out_count(l, n), (int)l->act,

@@ -35,11 +35,9 @@ static ct_status dropout_backward(ct_backend *be, ct_layer *l, int n, ct_err *er
 {
     if (!l->dx[0])
         return CT_OK;
-    ct_cuda_stage s;
-    ct_cuda_stage_begin(ct_cuda_of(be), 0, &s);
     void *dx = NULL;
     int accumulate = 0;
-    ct_status st = ct_cuda_grad_begin(l, 0, n, l->dtype, &s, &dx, &accumulate, err);
+    ct_status st = ct_cuda_backward_grad(be, l, n, &dx, &accumulate, err);
     if (st != CT_OK)
         return st;
     CT_CUDA_CHECK(ct_launch_dropout_backward_dt(l->dy->data, (const unsigned char *)l->aux->data, dx,

@@ -164,3 +164,20 @@ size_t ct_cuda_stage_workspace(ct_backend *be, const ct_layer *l, int n)
     (void)be;
     return ct_cuda_stage_need(l, n);
 }
+
+ct_status ct_cuda_forward_input(ct_backend *be, const ct_layer *l, int n, const void **x, ct_err *err)
+{
+    ct_status st = ct_cuda_check_layer(l, n, err);
+    if (st != CT_OK)
+        return st;
+    ct_cuda_stage s;
+    ct_cuda_stage_begin(ct_cuda_of(be), 0, &s);
+    return ct_cuda_input_as(be, l, 0, n, l->dtype, &s, x, err);
+}
+
+ct_status ct_cuda_backward_grad(ct_backend *be, const ct_layer *l, int n, void **dx, int *accumulate, ct_err *err)
+{
+    ct_cuda_stage s;
+    ct_cuda_stage_begin(ct_cuda_of(be), 0, &s);
+    return ct_cuda_grad_begin(l, 0, n, l->dtype, &s, dx, accumulate, err);
+}

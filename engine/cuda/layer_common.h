@@ -74,6 +74,13 @@ ct_status ct_cuda_grad_begin(const ct_layer *l, int k, int n, ct_dtype dtype, ct
 ct_status ct_cuda_grad_end(ct_backend *be, const ct_layer *l, int k, int n, ct_dtype dtype, const void *g,
                            ct_err *err);
 
+/* The opening of a one-input layer's forward: ct_cuda_check_layer, then x[0] as l->dtype (cast
+ * into the staging when it has another). */
+ct_status ct_cuda_forward_input(ct_backend *be, const ct_layer *l, int n, const void **x, ct_err *err);
+/* The opening of a one-input layer's backward that reads no staged input: where the gradient of
+ * x[0], in l->dtype, goes (ct_cuda_grad_begin, staging from the workspace's start). */
+ct_status ct_cuda_backward_grad(ct_backend *be, const ct_layer *l, int n, void **dx, int *accumulate, ct_err *err);
+
 /* Bytes of one element of t's dtype. */
 static inline size_t ct_cuda_elem(const ct_tensor *t) { return ct_dtype_size(t->dtype); }
 

@@ -6,15 +6,10 @@
 static ct_status maxpool_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
 {
     (void)training;
-    ct_status st = ct_cuda_check_layer(l, n, err);
-    if (st != CT_OK)
-        return st;
     if (!l->aux || l->aux->dtype != CT_DTYPE_I32)
         return ct_fail(err, CT_ERR_INTERNAL, "maxpool needs an int32 argmax tensor");
-    ct_cuda_stage s;
-    ct_cuda_stage_begin(ct_cuda_of(be), 0, &s);
     const void *x = NULL;
-    st = ct_cuda_input_as(be, l, 0, n, l->dtype, &s, &x, err);
+    ct_status st = ct_cuda_forward_input(be, l, n, &x, err);
     if (st != CT_OK)
         return st;
     ct_window_geom g = ct_layer_window(l, n);
@@ -29,11 +24,9 @@ static ct_status maxpool_backward(ct_backend *be, ct_layer *l, int n, ct_err *er
 {
     if (!l->dx[0])
         return CT_OK;
-    ct_cuda_stage s;
-    ct_cuda_stage_begin(ct_cuda_of(be), 0, &s);
     void *dx = NULL;
     int accumulate = 0;
-    ct_status st = ct_cuda_grad_begin(l, 0, n, l->dtype, &s, &dx, &accumulate, err);
+    ct_status st = ct_cuda_backward_grad(be, l, n, &dx, &accumulate, err);
     if (st != CT_OK)
         return st;
     ct_window_geom g = ct_layer_window(l, n);
@@ -46,13 +39,8 @@ static ct_status maxpool_backward(ct_backend *be, ct_layer *l, int n, ct_err *er
 static ct_status avgpool_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
 {
     (void)training;
-    ct_status st = ct_cuda_check_layer(l, n, err);
-    if (st != CT_OK)
-        return st;
-    ct_cuda_stage s;
-    ct_cuda_stage_begin(ct_cuda_of(be), 0, &s);
     const void *x = NULL;
-    st = ct_cuda_input_as(be, l, 0, n, l->dtype, &s, &x, err);
+    ct_status st = ct_cuda_forward_input(be, l, n, &x, err);
     if (st != CT_OK)
         return st;
     ct_window_geom g = ct_layer_window(l, n);
@@ -65,11 +53,9 @@ static ct_status avgpool_backward(ct_backend *be, ct_layer *l, int n, ct_err *er
 {
     if (!l->dx[0])
         return CT_OK;
-    ct_cuda_stage s;
-    ct_cuda_stage_begin(ct_cuda_of(be), 0, &s);
     void *dx = NULL;
     int accumulate = 0;
-    ct_status st = ct_cuda_grad_begin(l, 0, n, l->dtype, &s, &dx, &accumulate, err);
+    ct_status st = ct_cuda_backward_grad(be, l, n, &dx, &accumulate, err);
     if (st != CT_OK)
         return st;
     ct_window_geom g = ct_layer_window(l, n);
