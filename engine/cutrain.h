@@ -121,6 +121,11 @@ void ct_close(ct_net *net);
  * Allowed until ct_prepare. */
 ct_status ct_set(ct_net *net, const char *section_dot_key, const char *value);
 
+/* For tests of what follows an out-of-memory: once the devices are created (ct_prepare), the
+ * device allocation after `skip` successful ones fails, and so do the `count` - 1 after it.
+ * Allowed until ct_prepare. */
+ct_status ct_inject_alloc_failures(ct_net *net, long skip, long count);
+
 /* Validates the config, loads the data, builds the network and allocates everything.
  * ct_fit, ct_evaluate and the layer queries call it when it has not run. */
 ct_status ct_prepare(ct_net *net);

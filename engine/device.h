@@ -41,10 +41,31 @@ typedef struct ct_device_ops {
     void (*destroy)(ct_device *d);
 } ct_device_ops;
 
+/* Failures injected into device allocations (ct_inject_alloc_failures), to test what follows an
+ * out-of-memory: the allocation after `skip` more successful ones fails, and so do the
+ * `count` - 1 after it. Zero count: none. */
+typedef struct ct_alloc_fault {
+    long skip, count;
+} ct_alloc_fault;
+
+/* 1 when this allocation is to fail (and counts it). */
+static inline int ct_alloc_fault_hit(ct_alloc_fault *f)
+{
+    if (f->count <= 0)
+        return 0;
+    if (f->skip > 0) {
+        f->skip--;
+        return 0;
+    }
+    f->count--;
+    return 1;
+}
+
 struct ct_device {
     const ct_device_ops *ops;
     int ordinal;             /* CUDA ordinal among the visible devices; 0 on the CPU */
     int host_memory;         /* 1 when device memory is host memory (reading back costs nothing) */
+    ct_alloc_fault fault;    /* injected allocation failures (tests) */
     void *impl;
 };
 

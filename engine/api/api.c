@@ -151,6 +151,17 @@ ct_status ct_set(ct_net *net, const char *section_dot_key, const char *value)
     return ct_ini_set(&net->ini, section_dot_key, value, &net->err);
 }
 
+ct_status ct_inject_alloc_failures(ct_net *net, long skip, long count)
+{
+    if (!net || skip < 0 || count < 0)
+        return CT_ERR_USAGE;
+    if (net->prepared)
+        return ct_fail(&net->err, CT_ERR_USAGE, "ct_inject_alloc_failures: the devices exist already; call it "
+                                                "before ct_prepare");
+    net->alloc_fault = (ct_alloc_fault){.skip = skip, .count = count};
+    return CT_OK;
+}
+
 ct_status ct_net_build_graph(ct_net *net)
 {
     if (net->graph_built)
@@ -282,6 +293,7 @@ static ct_status open_replicas(ct_net *net)
             dev->ops->destroy(dev);
         return st;
     }
+    dev->fault = net->alloc_fault;
     net->replicas = calloc(1, sizeof *net->replicas);
     if (!net->replicas) {
         be->ops->destroy(be);

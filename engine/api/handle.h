@@ -22,6 +22,7 @@ struct ct_net {
     int n_replicas;
     ct_comm *comm;           /* how the replicas agree on gradients */
     char backend_reason[512];
+    ct_alloc_fault alloc_fault;  /* handed to the devices as they are created */
 
     ct_augment augment;
     ct_augment_params augment_params; /* the same, for device-side augmentation */

@@ -29,7 +29,8 @@ static ct_status cpu_nothing_to_do(ct_device *d, ct_err *err)
 
 static void *cpu_alloc(ct_device *d, size_t bytes)
 {
-    (void)d;
+    if (ct_alloc_fault_hit(&d->fault))
+        return NULL;
     /* CT_TENSOR_ALIGN, as a GPU's allocations: the tensors carved out of one allocation are
      * aligned relative to its start (graph.c), and so absolutely on every device. */
     size_t rounded = (bytes + CT_TENSOR_ALIGN - 1) / CT_TENSOR_ALIGN * CT_TENSOR_ALIGN;

@@ -16,6 +16,8 @@ static ct_status cuda_activate(ct_device *d, ct_err *err)
 static void *cuda_alloc(ct_device *d, size_t bytes)
 {
     void *p = NULL;
+    if (ct_alloc_fault_hit(&d->fault))
+        return NULL;
     if (cudaSetDevice(d->ordinal) != cudaSuccess || cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
         (void)cudaGetLastError();  /* an allocation failure is reported by the caller, not by the next launch */
         return NULL;
@@ -42,6 +44,8 @@ static void cuda_free(ct_device *d, void *ptr)
 static void *cuda_host_alloc(ct_device *d, size_t bytes)
 {
     void *p = NULL;
+    if (ct_alloc_fault_hit(&d->fault))
+        return NULL;
     if (cudaSetDevice(d->ordinal) != cudaSuccess ||
         cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
         (void)cudaGetLastError();  /* reported by the caller as out of memory, not by the next launch */

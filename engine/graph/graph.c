@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "base/half.h"
-#include "graph/graph.h"
+#include "graph/graph_internal.h"
 
 /* ---- building: inputs, shapes, parameter offsets ---- */
 
@@ -160,30 +160,6 @@ static ct_tensor own_flat(ct_graph *g, ct_dtype dtype, size_t count)
     return t;
 }
 
-/* flatten only reinterprets its input, so it shares the producer's buffers */
-static int aliases_input(const ct_layer *l)
-{
-    return l->def->aliases_input && l->in[0] != CT_INPUT_NODE;
-}
-
-/* Bytes of a layer's activation gradient (in its dtype) in the act_grads block at batch n, padded
- * so that the next one starts aligned; 0 for an aliasing layer, which has none of its own. */
-static size_t grad_span(const ct_layer *l, int n)
-{
-    if (aliases_input(l))
-        return 0;
-    return ct_align_count((size_t)n * ct_shape_size(l->out), l->dtype) * ct_dtype_size(l->dtype);
-}
-
-static size_t aux_bytes(const ct_layer *l, int n)
-{
-    if (!l->def->aux_count)
-        return 0;
-    ct_dtype dtype;
-    size_t count = l->def->aux_count(l, n, &dtype);
-    return count * ct_dtype_size(dtype);
-}
-
 size_t ct_graph_activation_bytes(const ct_graph *g, int i)
 {
     const ct_layer *l = &g->layers[i];
@@ -332,45 +308,6 @@ ct_status ct_graph_set_params(ct_graph *g, const float *host, ct_err *err)
     st = dev->ops->upload(dev, g->params_half.data, half, ct_tensor_bytes(&g->params_half), err);
     free(half);
     return st;
-}
-
-static int has_m(ct_optimizer opt) { return opt != CT_OPT_SGD; }
-static int has_v(ct_optimizer opt) { return opt == CT_OPT_ADAM || opt == CT_OPT_ADAMW; }
-
-/* Parameters, their gradients and the optimizer's moments are fp32 whatever the activations are. */
-static size_t param_bytes(const ct_graph *g) { return g->param_span * ct_dtype_size(CT_DTYPE_F32); }
-
-void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan)
-{
-    size_t n = (size_t)batch, pbytes = param_bytes(g), workspace = 0, scratch = 0;
-    size_t *by = plan->by_dtype;
-    memset(plan, 0, sizeof *plan);
-    plan->params = 2 * pbytes;
-    plan->params_half = g->half != CT_DTYPE_F32 ? g->param_span * ct_dtype_size(g->half) : 0;
-    plan->optimizer = (size_t)(has_m(opt) + has_v(opt)) * pbytes;
-    plan->state = g->n_state * ct_dtype_size(CT_DTYPE_F32);
-    plan->inputs = n * ct_shape_size(g->input) * ct_dtype_size(CT_DTYPE_F32) + n * ct_dtype_size(CT_DTYPE_I32);
-    by[CT_DTYPE_F32] += plan->params + plan->optimizer + plan->state + n * ct_shape_size(g->input) * sizeof(float);
-    by[CT_DTYPE_I32] += n * ct_dtype_size(CT_DTYPE_I32);
-    by[g->half] += plan->params_half;
-    for (int i = 0; i < g->n_layers; i++) {
-        const ct_layer *l = &g->layers[i];
-        size_t out = n * ct_shape_size(l->out) * ct_dtype_size(l->dtype);
-        size_t kept = (aliases_input(l) ? 0 : out) + (ct_layer_keeps_preactivation(l) ? out : 0);
-        plan->activations += kept + aux_bytes(l, batch);
-        plan->gradients += grad_span(l, batch);
-        by[l->dtype] += kept + grad_span(l, batch);
-        if (l->def->aux_count) {
-            ct_dtype aux_dtype;
-            (void)l->def->aux_count(l, batch, &aux_dtype);
-            by[aux_dtype] += aux_bytes(l, batch);
-        }
-    }
-    ct_backend_sizes(be, g, batch, &workspace, &scratch);
-    plan->workspace = workspace + scratch;
-    by[CT_DTYPE_U8] += plan->workspace;
-    plan->total = plan->params + plan->params_half + plan->optimizer + plan->state + plan->inputs + plan->activations +
-                  plan->gradients + plan->workspace;
 }
 
 static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }

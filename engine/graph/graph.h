@@ -58,6 +58,10 @@ typedef struct ct_memory_plan {
 /* Computes the plan without allocating (the network must be built). */
 void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan);
 
+/* The largest multiple of 8, at most batch_max, whose plan takes at most `budget` bytes; 0 when
+ * batch 8 does not fit (or batch_max < 8). */
+int ct_graph_max_batch(const ct_graph *g, ct_backend *be, ct_optimizer opt, size_t budget, int batch_max);
+
 /* Resolves inputs, infers shapes and checks them (errors name the layer's line); gives each layer
  * its dtype from cfg->train.precision. */
 ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int classes, ct_err *err);
