@@ -166,6 +166,12 @@ typedef struct ct_memory_info {
     long long params_half;   /* their fp16 / bf16 copy (0 in fp32) */
     long long optimizer, state, inputs, activations, gradients, workspace, total;
     long long fp32, fp16, bf16, int32, uint8;   /* the same total by element type */
+    /* The largest batch (a multiple of 8) whose plan fits the budget: the memory = limit: cap, or
+     * the free memory of the device that would train, less memory_margin; 0 when batch 8 does not
+     * fit. budget is that many bytes; exceeds_cap is 1 when this plan is over a limit: cap. */
+    int max_batch;
+    long long budget;
+    int exceeds_cap;
 } ct_memory_info;
 ct_status ct_memory_info_get(ct_net *net, int batch, ct_memory_info *info);
 const char *ct_backend_name(const ct_net *net);        /* "cpu" once prepared */
