@@ -78,24 +78,63 @@ static void check_parameters(const ct_graph *g)
     printf("%zu parameter values in %zu tensors, span %zu\n", g->n_params, tensors / 2, g->param_span);
 }
 
-/* Every activation gradient at 256 bytes, inside the block, in order; a flatten shares its
- * producer's. */
+/* The layer whose gradient buffer layer i's dy is: a flatten's is its producer's. */
+static int owner(const ct_graph *g, int i)
+{
+    while (g->layers[i].def->aliases_input && g->layers[i].in[0] != CT_INPUT_NODE)
+        i = g->layers[i].in[0];
+    return i;
+}
+
+/* The last layer index at which layer i's gradient is written in the backward pass (its last
+ * reader of the layer's output, n_layers for the output layer, whose gradient the loss writes);
+ * -1 when nothing writes it. */
+static int last_write(const ct_graph *g, int i)
+{
+    int last = owner(g, g->n_layers - 1) == i ? g->n_layers : -1;
+    for (int j = 0; j < g->n_layers; j++)
+        for (int k = 0; k < g->layers[j].n_in && !g->layers[j].def->aliases_input; k++)
+            if (g->layers[j].in[k] != CT_INPUT_NODE && owner(g, g->layers[j].in[k]) == i && j > last)
+                last = j;
+    return last;
+}
+
+/* Every activation gradient at 256 bytes and inside the block; a flatten shares its producer's;
+ * two gradients share bytes only when the backward pass never holds both (layer i's lives from
+ * its last writer down to layer i); and sharing happens (the block is smaller than the
+ * gradients end to end). */
 static void check_activation_gradients(const ct_graph *g)
 {
-    const char *block = g->act_grads.data, *end = block;
+    const char *block = g->act_grads.data, *block_end = block + ct_tensor_bytes(&g->act_grads);
+    size_t end_to_end = 0;
     CHECK(aligned(block));
     for (int i = 0; i < g->n_layers; i++) {
-        const ct_layer *l = &g->layers[i];
-        const char *dy = l->dy->data;
-        CHECK_MSG(aligned(dy), "[%s] dy at %p is not %d-byte aligned", l->cfg->name, l->dy->data, CT_TENSOR_ALIGN);
-        if (l->def->aliases_input) {
-            CHECK_MSG(dy == g->layers[l->in[0]].dy->data, "[%s] dy is not its producer's", l->cfg->name);
+        const ct_layer *a = &g->layers[i];
+        const char *dy = a->dy->data;
+        CHECK_MSG(aligned(dy), "[%s] dy at %p is not %d-byte aligned", a->cfg->name, a->dy->data, CT_TENSOR_ALIGN);
+        if (a->def->aliases_input) {
+            CHECK_MSG(dy == g->layers[a->in[0]].dy->data, "[%s] dy is not its producer's", a->cfg->name);
             continue;
         }
-        CHECK_MSG(dy >= end, "[%s] dy overlaps the gradient before it", l->cfg->name);
-        end = dy + ct_tensor_bytes(l->dy);
+        end_to_end += ct_tensor_bytes(a->dy);
+        CHECK_MSG(dy >= block && dy + ct_tensor_bytes(a->dy) <= block_end, "[%s] dy is outside the block",
+                  a->cfg->name);
+        for (int j = i + 1; j < g->n_layers; j++) {
+            const ct_layer *b = &g->layers[j];
+            if (b->def->aliases_input)
+                continue;
+            const char *other = b->dy->data;
+            int bytes_meet = dy < other + ct_tensor_bytes(b->dy) && other < dy + ct_tensor_bytes(a->dy);
+            int wa = last_write(g, i), wb = last_write(g, j);
+            /* lifetimes [i, wa] and [j, wb]; one never written is read as zeros all along */
+            int times_meet = wa < 0 || wb < 0 || j <= wa;
+            CHECK_MSG(!(bytes_meet && times_meet), "[%s] and [%s] share gradient bytes while both are live",
+                      a->cfg->name, b->cfg->name);
+        }
     }
-    CHECK(end <= block + ct_tensor_bytes(&g->act_grads));
+    CHECK_MSG(ct_tensor_bytes(&g->act_grads) < end_to_end, "gradient block %zu bytes, end to end %zu",
+              ct_tensor_bytes(&g->act_grads), end_to_end);
+    printf("activation gradients: %zu bytes shared, %zu end to end\n", ct_tensor_bytes(&g->act_grads), end_to_end);
 }
 
 /* The values of the layers' parameter tensors in layer order, weights then biases. */

@@ -187,46 +187,47 @@ static ct_tensor *view(ct_graph *g, const ct_tensor *flat, size_t offset, size_t
     return slot(g, ct_tensor_make(base, flat->dtype, rows, (ct_shape){1, 1, (int)(count / (size_t)rows)}));
 }
 
-/* 1 when a layer after layer i (in config order, so before it in backward order), or an input of
- * layer i before input k, delivers a gradient into `buffer`. A flatten shares its producer's
- * gradient buffer, so buffers are told apart by address; aliasing layers deliver nothing. */
-static int written_before(const ct_graph *g, int i, int k, const void *buffer)
-{
-    for (int j = g->n_layers - 1; j >= i; j--) {
-        const ct_layer *l = &g->layers[j];
-        if (aliases_input(l))
-            continue;
-        for (int q = 0; q < (j == i ? k : l->n_in); q++)
-            if (l->dx[q] && l->dx[q]->data == buffer)
-                return 1;
-    }
-    return 0;
-}
-
 /* ct_layer.dx_accumulate: the first writer of each activation gradient in backward order writes
- * it, the later ones add to it, so no gradient needs clearing before a step. A buffer nobody
- * writes (a layer no other reads, but for the last, whose dy the loss writes) keeps the zeros it
- * was allocated with. */
+ * it, the later ones add to it, so no gradient needs clearing before a step. Writers are told apart
+ * by the buffer they deliver to (a flatten's is its producer's); aliasing layers deliver nothing.
+ * A gradient nobody writes (a layer no other reads, but for the last, whose dy the loss writes)
+ * keeps the zeros it was allocated with (plan.c gives it bytes of its own). */
 static void mark_gradient_writers(ct_graph *g)
 {
     for (int i = 0; i < g->n_layers; i++) {
         ct_layer *l = &g->layers[i];
-        for (int k = 0; k < l->n_in; k++)
-            l->dx_accumulate[k] = l->dx[k] && !aliases_input(l) && written_before(g, i, k, l->dx[k]->data);
+        for (int k = 0; k < l->n_in; k++) {
+            l->dx_accumulate[k] = 0;
+            if (!l->dx[k] || aliases_input(l))
+                continue;
+            int target = grad_owner(g, l->in[k]);
+            /* layers after i come before it in backward order, and so do i's inputs before k */
+            for (int j = i; j < g->n_layers && !l->dx_accumulate[k]; j++) {
+                const ct_layer *w = &g->layers[j];
+                if (aliases_input(w))
+                    continue;
+                for (int q = 0; q < (j == i ? k : w->n_in); q++)
+                    if (w->in[q] != CT_INPUT_NODE && grad_owner(g, w->in[q]) == target)
+                        l->dx_accumulate[k] = 1;
+            }
+        }
     }
 }
 
 static ct_status bind_layers(ct_graph *g, ct_err *err)
 {
     int n = g->batch;
-    size_t grad_bytes = 0, offset = 0;
-    for (int i = 0; i < g->n_layers; i++)
-        grad_bytes += grad_span(&g->layers[i], n);
-    /* every activation gradient in one block of bytes, each in its layer's dtype */
-    g->act_grads = own_flat(g, CT_DTYPE_U8, grad_bytes);
-    g->tensors = calloc((size_t)g->n_layers * TENSORS_PER_LAYER, sizeof *g->tensors);
-    if (!g->act_grads.data || !g->tensors)
+    size_t *offset = calloc((size_t)g->n_layers, sizeof *offset);
+    if (!offset)
         return ct_fail(err, CT_ERR_NOMEM, "out of memory for activation gradients");
+    /* every activation gradient in one block of bytes, each in its layer's dtype, sharing bytes
+     * where lifetimes allow */
+    g->act_grads = own_flat(g, CT_DTYPE_U8, ct_graph_grad_layout(g, n, offset));
+    g->tensors = calloc((size_t)g->n_layers * TENSORS_PER_LAYER, sizeof *g->tensors);
+    if (!g->act_grads.data || !g->tensors) {
+        free(offset);
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory for activation gradients");
+    }
     for (int i = 0; i < g->n_layers; i++) {
         ct_layer *l = &g->layers[i];
         for (int k = 0; k < l->n_in; k++) {
@@ -239,9 +240,8 @@ static ct_status bind_layers(ct_graph *g, ct_err *err)
             l->dy = slot(g, ct_tensor_make(l->dx[0]->data, l->dtype, n, l->out));
         } else {
             l->y = slot(g, own_tensor(g, l->dtype, n, l->out));
-            char *grads = (char *)g->act_grads.data + offset;
+            char *grads = (char *)g->act_grads.data + offset[i];
             l->dy = slot(g, ct_tensor_make(grads, l->dtype, n, l->out));
-            offset += grad_span(l, n);
         }
         l->z = ct_layer_keeps_preactivation(l) ? slot(g, own_tensor(g, l->dtype, n, l->out)) : l->y;
         l->aux = NULL;
@@ -251,8 +251,10 @@ static ct_status bind_layers(ct_graph *g, ct_err *err)
             l->aux = slot(g, ct_tensor_flat(NULL, dtype, count));
             l->aux->data = own(g, ct_tensor_bytes(l->aux));
         }
-        if (!l->y->data || !l->z->data || (l->aux && !l->aux->data))
+        if (!l->y->data || !l->z->data || (l->aux && !l->aux->data)) {
+            free(offset);
             return ct_fail(err, CT_ERR_NOMEM, "out of memory for layer [%s] at batch %d", l->cfg->name, n);
+        }
         int rows = l->type == CT_LAYER_DENSE || l->type == CT_LAYER_CONV2D ? l->out.c : 1;
         l->w = l->w_count ? view(g, &g->params, l->w_off, l->w_count, rows) : NULL;
         l->dw = l->w_count ? view(g, &g->grads, l->w_off, l->w_count, rows) : NULL;
@@ -263,6 +265,7 @@ static ct_status bind_layers(ct_graph *g, ct_err *err)
         l->w_half = half_w ? view(g, &g->params_half, l->w_off, l->w_count, rows) : NULL;
         l->b_half = half_w && l->b_count ? view(g, &g->params_half, l->b_off, l->b_count, 1) : NULL;
     }
+    free(offset);
     mark_gradient_writers(g);
     return CT_OK;
 }

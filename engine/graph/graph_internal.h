@@ -29,6 +29,21 @@ static inline size_t aux_bytes(const ct_layer *l, int n)
     return count * ct_dtype_size(dtype);
 }
 
+/* The layer whose activation-gradient buffer layer i's dy is: i itself, or for an aliasing layer
+ * (flatten) its producer's owner. */
+static inline int grad_owner(const ct_graph *g, int i)
+{
+    while (aliases_input(&g->layers[i]))
+        i = g->layers[i].in[0];
+    return i;
+}
+
+/* Where each layer's activation gradient lives in the act_grads block at batch n (plan.c): bytes
+ * from the block's start into offset[i] (layers that alias their input share their owner's); the
+ * block's size is returned. Buffers whose lifetimes in the backward pass do not overlap share
+ * memory. */
+size_t ct_graph_grad_layout(const ct_graph *g, int n, size_t *offset);
+
 static inline int has_m(ct_optimizer opt) { return opt != CT_OPT_SGD; }
 static inline int has_v(ct_optimizer opt) { return opt == CT_OPT_ADAM || opt == CT_OPT_ADAMW; }
 

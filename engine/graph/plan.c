@@ -2,7 +2,108 @@
  * type, computed without allocating; and the largest batch whose plan fits a budget. */
 #include "graph/graph_internal.h"
 
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* ---- activation gradients: one block, shared where lifetimes allow ----
+ *
+ * The backward pass runs layers from last to first. Layer i's dy is first written by the backward
+ * of its last consumer j (the loss, for the output layer) and last read by layer i's own backward,
+ * so it lives over the layer indices [i, j]. Two gradients whose intervals do not meet never hold
+ * values at the same time and may share bytes: a chain needs two buffers, not one per layer. Each
+ * is written in full by its first writer before anything reads it (ct_layer.dx_accumulate), so
+ * what a shared buffer held before does not matter. A gradient nothing writes (a layer whose
+ * output nobody reads) is read as zeros, so it keeps bytes of its own, zeroed at allocation. */
+
+typedef struct grad_buffer {
+    int layer;
+    int first, last;         /* lifetime, in layer indices */
+    size_t bytes;
+} grad_buffer;
+
+static int larger_first(const void *a, const void *b)
+{
+    const grad_buffer *x = a, *y = b;
+    if (x->bytes != y->bytes)
+        return x->bytes < y->bytes ? 1 : -1;
+    return x->layer - y->layer;   /* a fixed order whatever qsort does with ties */
+}
+
+static int meet(const grad_buffer *a, const grad_buffer *b) { return a->first <= b->last && b->first <= a->last; }
+
+size_t ct_graph_grad_layout(const ct_graph *g, int n, size_t *offset)
+{
+    const int count = g->n_layers;
+    size_t *own_offset = offset ? NULL : calloc((size_t)count, sizeof *own_offset);
+    grad_buffer *buf = calloc((size_t)count, sizeof *buf);
+    int *last_writer = calloc((size_t)count, sizeof *last_writer);
+    if (!offset)
+        offset = own_offset;
+    if (!buf || !last_writer || !offset) {
+        /* no room to plan sharing: one buffer each, end to end */
+        size_t total = 0;
+        for (int i = 0; i < count; i++) {
+            if (offset)
+                offset[i] = total;
+            total += grad_span(&g->layers[i], n);
+        }
+        for (int i = 0; offset && i < count; i++)
+            if (aliases_input(&g->layers[i]))
+                offset[i] = offset[grad_owner(g, i)];
+        free(own_offset);
+        free(buf);
+        free(last_writer);
+        return total;
+    }
+    for (int i = 0; i < count; i++)
+        last_writer[i] = -1;
+    last_writer[grad_owner(g, count - 1)] = count;   /* the loss writes the output's gradient */
+    for (int j = 0; j < count; j++) {
+        const ct_layer *l = &g->layers[j];
+        if (aliases_input(l))
+            continue;
+        for (int k = 0; k < l->n_in; k++)
+            if (l->in[k] != CT_INPUT_NODE && j > last_writer[grad_owner(g, l->in[k])])
+                last_writer[grad_owner(g, l->in[k])] = j;
+    }
+    int m = 0;
+    for (int i = 0; i < count; i++) {
+        if (aliases_input(&g->layers[i]))
+            continue;
+        int unwritten = last_writer[i] < 0;
+        buf[m++] = (grad_buffer){.layer = i, .first = unwritten ? 0 : i, .last = unwritten ? count : last_writer[i],
+                                 .bytes = grad_span(&g->layers[i], n)};
+    }
+    qsort(buf, (size_t)m, sizeof *buf, larger_first);
+    /* largest first, each at the lowest offset clear of every placed buffer it meets */
+    size_t total = 0;
+    for (int a = 0; a < m; a++) {
+        size_t at = 0;
+        for (int moved = 1; moved;) {
+            moved = 0;
+            for (int b = 0; b < a; b++) {
+                size_t b_at = offset[buf[b].layer];
+                if (meet(&buf[a], &buf[b]) && at < b_at + buf[b].bytes && b_at < at + buf[a].bytes) {
+                    at = b_at + buf[b].bytes;
+                    moved = 1;
+                }
+            }
+        }
+        offset[buf[a].layer] = at;
+        if (at + buf[a].bytes > total)
+            total = at + buf[a].bytes;
+    }
+    for (int i = 0; i < count; i++)
+        if (aliases_input(&g->layers[i]))
+            offset[i] = offset[grad_owner(g, i)];
+    free(own_offset);
+    free(buf);
+    free(last_writer);
+    return total;
+}
+
+/* ---- the plan ---- */
 
 void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan)
 {
@@ -22,14 +123,17 @@ void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer op
         size_t out = n * ct_shape_size(l->out) * ct_dtype_size(l->dtype);
         size_t kept = (aliases_input(l) ? 0 : out) + (ct_layer_keeps_preactivation(l) ? out : 0);
         plan->activations += kept + aux_bytes(l, batch);
-        plan->gradients += grad_span(l, batch);
-        by[l->dtype] += kept + grad_span(l, batch);
+        by[l->dtype] += kept;
         if (l->def->aux_count) {
             ct_dtype aux_dtype;
             (void)l->def->aux_count(l, batch, &aux_dtype);
             by[aux_dtype] += aux_bytes(l, batch);
         }
     }
+    /* the block is bytes that hold gradients of several dtypes in turn: counted as the
+     * activations' type (the half type in a mixed-precision run) */
+    plan->gradients = ct_graph_grad_layout(g, batch, NULL);
+    by[g->half] += plan->gradients;
     ct_backend_sizes(be, g, batch, &workspace, &scratch);
     plan->workspace = workspace + scratch;
     by[CT_DTYPE_U8] += plan->workspace;
