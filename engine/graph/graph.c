@@ -336,7 +336,7 @@ static ct_status explain_oom(ct_graph *g, ct_backend *be, int batch, ct_optimize
     if (u.cap)
         snprintf(cap, sizeof cap, " of the memory = limit:%.0f MiB", mib(u.cap));
     return ct_fail(err, CT_ERR_NOMEM,
-                   "out of memory on %s at batch %d (%s): the plan needs %s, and %.1f MiB were in use%s when it ran "
+                   "out of memory on %s at batch %d (%s): the plan needs %s, and %.1f MiB%s were in use when it ran "
                    "out; use batch = max to train the largest batch that fits, or lower the batch",
                    be->dev->label, batch, what, plan, mib(u.in_use), cap);
 }
