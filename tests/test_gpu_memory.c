@@ -76,8 +76,8 @@ static long long test_grow(void)
               mib(u.peak), mib(plan.total));
     CHECK(u.reserved >= u.in_use && measured >= u.reserved);
     CHECK_MSG(llabs(measured - plan.total) <= plan.total / 10,
-              "measured %.1f MiB against the plan's %.1f MiB: the CUDA libraries' own memory is %.1f MiB", mib(measured),
-              mib(plan.total), mib(measured - u.reserved));
+              "measured %.1f MiB against the plan's %.1f MiB: the CUDA libraries' own memory is %.1f MiB",
+              mib(measured), mib(plan.total), mib(measured - u.reserved));
     ct_close(net);
     return plan.total;
 }

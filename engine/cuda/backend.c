@@ -186,6 +186,29 @@ static int cuda_all_finite(ct_backend *be, const ct_tensor *t, size_t count)
     return bad == 0;
 }
 
+/* The step scalars' device buffers (create_resources); NULL ones are skipped by the pool. */
+static void release_scalars(ct_cuda *cu)
+{
+    ct_device *dev = cu->dev;
+    dev->ops->free(dev, cu->loss_sum);
+    dev->ops->free(dev, cu->correct);
+    dev->ops->free(dev, cu->step);
+    dev->ops->free(dev, cu->nonfinite);
+    dev->ops->free(dev, cu->scaler);
+}
+
+/* What the backend allocates on the device besides the workspace and scratch, as the pool counts
+ * it (each allocation rounded to CT_TENSOR_ALIGN): the five step scalars of create_resources and
+ * input staging's slots for batches of x_bytes and y_bytes (input.c). */
+static size_t cuda_own_bytes(ct_backend *be, size_t x_bytes, size_t y_bytes)
+{
+    ct_cuda *cu = ct_cuda_of(be);
+    size_t scalars = ct_pool_block_bytes(sizeof *cu->loss_sum) + ct_pool_block_bytes(sizeof *cu->correct) +
+                     ct_pool_block_bytes(sizeof *cu->nonfinite) + ct_pool_block_bytes(sizeof *cu->step) +
+                     ct_pool_block_bytes(sizeof *cu->scaler);
+    return scalars + ct_cuda_input_bytes(x_bytes, y_bytes);
+}
+
 /* Teardown: nothing useful to do with a failure while releasing. The device stays: its owner
  * destroys it after every backend on it. */
 static void cuda_destroy(ct_backend *be)
@@ -238,29 +261,6 @@ static const ct_backend_ops cuda_ops = {
     .all_finite = cuda_all_finite,
     .destroy = cuda_destroy,
 };
-
-/* The step scalars' device buffers (create_resources); NULL ones are skipped by the pool. */
-static void release_scalars(ct_cuda *cu)
-{
-    ct_device *dev = cu->dev;
-    dev->ops->free(dev, cu->loss_sum);
-    dev->ops->free(dev, cu->correct);
-    dev->ops->free(dev, cu->step);
-    dev->ops->free(dev, cu->nonfinite);
-    dev->ops->free(dev, cu->scaler);
-}
-
-/* What the backend allocates on the device besides the workspace and scratch, as the pool counts
- * it (each allocation rounded to CT_TENSOR_ALIGN): the five step scalars of create_resources and
- * input staging's slots for batches of x_bytes and y_bytes (input.c). */
-static size_t cuda_own_bytes(ct_backend *be, size_t x_bytes, size_t y_bytes)
-{
-    ct_cuda *cu = ct_cuda_of(be);
-    size_t scalars = ct_pool_block_bytes(sizeof *cu->loss_sum) + ct_pool_block_bytes(sizeof *cu->correct) +
-                     ct_pool_block_bytes(sizeof *cu->nonfinite) + ct_pool_block_bytes(sizeof *cu->step) +
-                     ct_pool_block_bytes(sizeof *cu->scaler);
-    return scalars + ct_cuda_input_bytes(x_bytes, y_bytes);
-}
 
 /* Events and the small device and pinned buffers every step uses. */
 static ct_status create_resources(ct_cuda *cu, ct_err *err)

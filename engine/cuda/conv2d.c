@@ -542,7 +542,8 @@ static ct_status search_backward(ct_backend *be, const ct_layer *l, const conv_r
         search_workspace(r, &io);
         int own = io.out == NULL;
         if (own)
-            st = search_scratch(be->dev, (size_t)g->key.n * g->hp * g->wp * g->key.c * ct_dtype_size((ct_dtype)g->key.dtype),
+            st = search_scratch(be->dev,
+                                (size_t)g->key.n * g->hp * g->wp * g->key.c * ct_dtype_size((ct_dtype)g->key.dtype),
                                 &io.out, err);
         if (st == CT_OK)
             st = search(be, l, e, BWD_DATA, &io, err);

@@ -12,7 +12,8 @@ static size_t pad(size_t bytes) { return ct_pool_block_bytes(bytes) - bytes; }
 void ct_graph_plan_allocator(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan)
 {
     size_t n = (size_t)batch, pbytes = param_bytes(g), grads = 0, padding = 0, workspace, scratch;
-    size_t x_bytes = n * ct_shape_size(g->input) * ct_dtype_size(CT_DTYPE_F32), y_bytes = n * ct_dtype_size(CT_DTYPE_I32);
+    size_t x_bytes = n * ct_shape_size(g->input) * ct_dtype_size(CT_DTYPE_F32);
+    size_t y_bytes = n * ct_dtype_size(CT_DTYPE_I32);
     /* ct_graph_bind: params, grads, the moments, state, the half copy, x, labels */
     padding += pad(pbytes) * (size_t)(2 + has_m(opt) + has_v(opt));
     padding += pad(g->n_state * ct_dtype_size(CT_DTYPE_F32));
