@@ -158,13 +158,19 @@ ct_status ct_input_shape(ct_net *net, int *h, int *w, int *c, int *classes);
 int ct_layer_count(ct_net *net);                        /* -1 when not prepared */
 ct_status ct_layer_info_get(ct_net *net, int index, ct_layer_info *info);
 
-/* The bytes training allocates at `batch` (0: the config's), by purpose and by element type, in
- * the config's precision, with the CPU backend's workspace; computed without allocating. */
+/* The bytes training allocates on the device at `batch` (0: the config's), by purpose and by
+ * element type, in the config's precision; computed without allocating. Before ct_prepare with the
+ * CPU backend's workspace, after it with the training backend's (cuDNN's and cuBLASLt's on a GPU).
+ * total is what the device's allocator counts in use once prepared at that batch
+ * (ct_memory_usage_get), to the byte. */
 typedef struct ct_memory_info {
     int batch;
     long long params;        /* fp32 master parameters and their gradients */
     long long params_half;   /* their fp16 / bf16 copy (0 in fp32) */
-    long long optimizer, state, inputs, activations, gradients, workspace, total;
+    long long optimizer, state, inputs, activations, gradients, workspace;
+    long long backend;       /* the backend's own buffers (the GPU's input staging and step scalars) */
+    long long padding;       /* each allocation rounded up to 256 bytes by the allocator */
+    long long total;
     long long fp32, fp16, bf16, int32, uint8;   /* the same total by element type */
     /* The largest batch (a multiple of 8) whose plan fits the budget: the memory = limit: cap, or
      * the free memory of the device that would train, less memory_margin; 0 when batch 8 does not
@@ -174,6 +180,17 @@ typedef struct ct_memory_info {
     int exceeds_cap;
 } ct_memory_info;
 ct_status ct_memory_info_get(ct_net *net, int batch, ct_memory_info *info);
+
+/* What the device allocator of the (first) device counts, in bytes, once prepared: every device
+ * allocation goes through it and [train] memory governs it (grow, preallocate, limit:MiB). */
+typedef struct ct_memory_usage {
+    long long in_use;        /* allocated now (each allocation rounded up to 256 bytes) */
+    long long peak;          /* the most in use at once so far */
+    long long reserved;      /* held from the driver: in use, cached for reuse, a preallocated arena */
+    long long cap;           /* memory = limit:MiB in bytes; 0 = none */
+    long long pinned_in_use, pinned_peak;  /* host memory for the input ring, counted apart */
+} ct_memory_usage;
+ct_status ct_memory_usage_get(ct_net *net, ct_memory_usage *out);
 const char *ct_backend_name(const ct_net *net);        /* "cpu" once prepared */
 /* Why that backend was chosen, e.g. "devices = all but no CUDA device is present". */
 const char *ct_backend_reason(const ct_net *net);

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "base/pool.h"
 #include "base/status.h"
 
 typedef struct ct_device ct_device;
@@ -17,13 +18,21 @@ typedef struct ct_device_ops {
     /* Makes the device current for the calling thread (cudaSetDevice): every thread that drives a
      * device calls it first. */
     ct_status (*activate)(ct_device *d, ct_err *err);
-    /* Zeroed device memory (ordered before any later work on the device), or NULL. */
+    /* Zeroed device memory (ordered before any later work on the device), or NULL. Every device
+     * allocation comes through here, from the device's pool (base/pool.h), which counts it,
+     * rounded to CT_TENSOR_ALIGN, and applies [train] memory. */
     void *(*alloc)(ct_device *d, size_t bytes);
     void (*free)(ct_device *d, void *ptr);
     /* Host memory that copies to the device overlap with (pinned and portable on a GPU, aligned
-     * on the CPU); callable from any thread. NULL on failure. */
+     * on the CPU); callable from any thread. NULL on failure. Counted apart from device memory,
+     * never under a cap. */
     void *(*host_alloc)(ct_device *d, size_t bytes);
     void (*host_free)(ct_device *d, void *ptr);
+    /* [train] memory, set before anything is allocated: grow, preallocate (on a GPU the free
+     * memory less a slack for the CUDA libraries; on the CPU as grow) or a cap of `limit` bytes. */
+    ct_status (*set_memory)(ct_device *d, ct_pool_policy policy, size_t limit, ct_err *err);
+    /* What the pool counts: device bytes in use, their peak, reserved, the cap; host apart. */
+    void (*memory_usage)(ct_device *d, ct_pool_usage *out);
     /* Host to device and back; both return once src has been read and dst written. */
     ct_status (*upload)(ct_device *d, void *dst, const void *src, size_t bytes, ct_err *err);
     ct_status (*download)(ct_device *d, void *dst, const void *src, size_t bytes, ct_err *err);
@@ -66,6 +75,7 @@ struct ct_device {
     int ordinal;             /* CUDA ordinal among the visible devices; 0 on the CPU */
     int host_memory;         /* 1 when device memory is host memory (reading back costs nothing) */
     ct_alloc_fault fault;    /* injected allocation failures (tests) */
+    char label[128];         /* for messages: "CUDA device 0 (NVIDIA H200)", "the CPU" */
     void *impl;
 };
 

@@ -185,6 +185,22 @@ ct_status ct_net_build_graph(ct_net *net)
     return CT_OK;
 }
 
+static size_t memory_limit(const ct_train_config *t)
+{
+    return t->memory == CT_MEMORY_LIMIT ? (size_t)t->memory_limit_mib << 20 : 0;
+}
+
+/* [train] memory onto a new device's pool, before anything is allocated on it (the backend's own
+ * buffers included). */
+static ct_status apply_memory(ct_net *net, ct_device *dev)
+{
+    const ct_train_config *t = &net->cfg.train;
+    ct_pool_policy policy = t->memory == CT_MEMORY_LIMIT         ? CT_POOL_LIMIT
+                            : t->memory == CT_MEMORY_PREALLOCATE ? CT_POOL_PREALLOCATE
+                                                                 : CT_POOL_GROW;
+    return dev->ops->set_memory(dev, policy, memory_limit(t), &net->err);
+}
+
 #ifdef CUTRAIN_HAVE_CUDA
 /* The first ordinal of `devices` (all: 0), or -1 after failing when it names a missing device.
  * Mirrored data parallelism over several devices comes with its own issue: one device trains. */
@@ -230,6 +246,8 @@ static ct_status open_cuda(ct_net *net, int count, ct_device **dev, ct_backend *
     }
     ct_status st = ct_cuda_device_create(dev, device, &net->err);
     if (st == CT_OK)
+        st = apply_memory(net, *dev);
+    if (st == CT_OK)
         st = ct_cuda_backend_create(be, *dev, &opt, &net->err);
     if (st != CT_OK)
         return st;
@@ -249,7 +267,14 @@ static ct_status open_cuda(ct_net *net, int count, ct_device **dev, ct_backend *
 static ct_status open_cpu(ct_net *net, ct_device **dev, ct_backend **be)
 {
     ct_status st = ct_cpu_device_create(dev, &net->err);
-    return st == CT_OK ? ct_cpu_backend_create(be, *dev, &net->err) : st;
+    if (st == CT_OK)
+        st = apply_memory(net, *dev);
+    if (st == CT_OK)
+        st = ct_cpu_backend_create(be, *dev, &net->err);
+    if (st == CT_OK && net->cfg.train.memory == CT_MEMORY_PREALLOCATE)
+        ct_backend_add_note(*be, "memory = preallocate acts as grow on the CPU: reserving the free host memory "
+                                 "would take it from every other process");
+    return st;
 }
 
 /* Picks the device and its backend from `devices`; the reason is reported by the command. */
@@ -273,11 +298,6 @@ static ct_status choose_backend(ct_net *net, ct_device **dev, ct_backend **be)
              "devices = %s: this build has no CUDA backend, so the CPU trains", devices);
 #endif
     return open_cpu(net, dev, be);
-}
-
-static size_t memory_limit(const ct_train_config *t)
-{
-    return t->memory == CT_MEMORY_LIMIT ? (size_t)t->memory_limit_mib << 20 : 0;
 }
 
 /* The replicas (one for now) and their communicator. */
@@ -480,12 +500,15 @@ ct_status ct_memory_info_get(ct_net *net, int batch, ct_memory_info *info)
         return st;
     if (batch == 0)
         batch = net->cfg.train.batch;
-    /* the plan asks a backend for its workspace: a CPU one, which allocates nothing to answer */
+    /* the plan asks a backend for its workspace and its own buffers: the one that trains once
+     * prepared, before that a CPU one, which allocates nothing to answer */
     ct_device *dev = NULL;
-    ct_backend *be = NULL;
-    st = ct_cpu_device_create(&dev, &net->err);
-    if (st == CT_OK)
-        st = ct_cpu_backend_create(&be, dev, &net->err);
+    ct_backend *be = net->n_replicas ? net->replicas[0].be : NULL;
+    if (!be) {
+        st = ct_cpu_device_create(&dev, &net->err);
+        if (st == CT_OK)
+            st = ct_cpu_backend_create(&be, dev, &net->err);
+    }
     if (st == CT_OK) {
         ct_memory_plan p;
         ct_graph_plan(&net->graph, be, batch, net->cfg.train.optimizer, &p);
@@ -493,15 +516,32 @@ ct_status ct_memory_info_get(ct_net *net, int batch, ct_memory_info *info)
             .batch = batch, .params = (long long)p.params, .params_half = (long long)p.params_half,
             .optimizer = (long long)p.optimizer, .state = (long long)p.state, .inputs = (long long)p.inputs,
             .activations = (long long)p.activations, .gradients = (long long)p.gradients,
-            .workspace = (long long)p.workspace, .total = (long long)p.total,
+            .workspace = (long long)p.workspace, .backend = (long long)p.backend,
+            .padding = (long long)p.padding, .total = (long long)p.total,
             .fp32 = (long long)p.by_dtype[CT_DTYPE_F32], .fp16 = (long long)p.by_dtype[CT_DTYPE_F16],
             .bf16 = (long long)p.by_dtype[CT_DTYPE_BF16], .int32 = (long long)p.by_dtype[CT_DTYPE_I32],
             .uint8 = (long long)p.by_dtype[CT_DTYPE_U8],
         };
     }
-    if (be)
-        be->ops->destroy(be);
-    if (dev)
+    if (dev) {   /* the CPU pair made above, not the replica's */
+        if (be)
+            be->ops->destroy(be);
         dev->ops->destroy(dev);
+    }
     return st;
+}
+
+ct_status ct_memory_usage_get(ct_net *net, ct_memory_usage *out)
+{
+    if (!net || !out)
+        return CT_ERR_USAGE;
+    if (!net->n_replicas)
+        return ct_fail(&net->err, CT_ERR_USAGE, "ct_memory_usage_get: nothing is allocated before ct_prepare");
+    ct_device *dev = net->replicas[0].dev;
+    ct_pool_usage u;
+    dev->ops->memory_usage(dev, &u);
+    *out = (ct_memory_usage){.in_use = (long long)u.in_use, .peak = (long long)u.peak,
+                             .reserved = (long long)u.reserved, .cap = (long long)u.cap,
+                             .pinned_in_use = (long long)u.host_in_use, .pinned_peak = (long long)u.host_peak};
+    return CT_OK;
 }

@@ -1,16 +1,22 @@
-/* The CPU as a device: its memory is host memory, copies are memcpy, work is done by the time a
- * call returns, and timing marks read the monotonic clock. */
+/* The CPU as a device: its memory is host memory (through the accounting pool, base/pool.h, as a
+ * GPU's), copies are memcpy, work is done by the time a call returns, and timing marks read the
+ * monotonic clock. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/pool.h"
 #include "base/tensor.h"
 #include "device.h"
 
 typedef struct cpu_device {
     double marks[CT_DEVICE_MARKS];   /* milliseconds */
+    ct_pool *pool;
 } cpu_device;
+
+static ct_pool *pool_of(ct_device *d) { return ((cpu_device *)d->impl)->pool; }
 
 static double now_ms(void)
 {
@@ -27,25 +33,65 @@ static ct_status cpu_nothing_to_do(ct_device *d, ct_err *err)
     return CT_OK;
 }
 
+/* The pool's raw allocator. CT_TENSOR_ALIGN, as a GPU's allocations: the tensors carved out of
+ * one allocation are aligned relative to its start (graph.c), and so absolutely on every device.
+ * The pool asks for multiples of it, as aligned_alloc requires. */
+static void *raw_alloc(void *ctx, size_t bytes)
+{
+    (void)ctx;
+    return aligned_alloc(CT_TENSOR_ALIGN, bytes);
+}
+
+static void raw_free(void *ctx, void *p)
+{
+    (void)ctx;
+    free(p);
+}
+
+static int raw_clear(void *ctx, void *p, size_t bytes)
+{
+    (void)ctx;
+    memset(p, 0, bytes);
+    return 0;
+}
+
 static void *cpu_alloc(ct_device *d, size_t bytes)
 {
     if (ct_alloc_fault_hit(&d->fault))
         return NULL;
-    /* CT_TENSOR_ALIGN, as a GPU's allocations: the tensors carved out of one allocation are
-     * aligned relative to its start (graph.c), and so absolutely on every device. */
-    size_t rounded = (bytes + CT_TENSOR_ALIGN - 1) / CT_TENSOR_ALIGN * CT_TENSOR_ALIGN;
-    if (rounded == 0)
-        rounded = CT_TENSOR_ALIGN;
-    void *p = aligned_alloc(CT_TENSOR_ALIGN, rounded);
-    if (p)
-        memset(p, 0, rounded);
-    return p;
+    return ct_pool_alloc(pool_of(d), bytes);
 }
 
 static void cpu_free(ct_device *d, void *ptr)
 {
-    (void)d;
-    free(ptr);
+    ct_pool_free(pool_of(d), ptr);
+}
+
+/* Host memory for the input ring: aligned, counted apart from device memory, never capped. */
+static void *cpu_host_alloc(ct_device *d, size_t bytes)
+{
+    if (ct_alloc_fault_hit(&d->fault))
+        return NULL;
+    return ct_pool_host_alloc(pool_of(d), bytes);
+}
+
+static void cpu_host_free(ct_device *d, void *ptr)
+{
+    ct_pool_host_free(pool_of(d), ptr);
+}
+
+/* preallocate acts as grow here: reserving the free host memory would take it from every other
+ * process on the machine, and host memory grows cheaply. */
+static ct_status cpu_set_memory(ct_device *d, ct_pool_policy policy, size_t limit, ct_err *err)
+{
+    if (policy == CT_POOL_PREALLOCATE)
+        policy = CT_POOL_GROW;
+    return ct_pool_set_policy(pool_of(d), policy, limit, err);
+}
+
+static void cpu_memory_usage(ct_device *d, ct_pool_usage *out)
+{
+    ct_pool_usage_get(pool_of(d), out);
 }
 
 /* upload, download and copy alike: all memory is host memory */
@@ -95,7 +141,10 @@ static void cpu_destroy(ct_device *d)
 {
     if (!d)
         return;
-    free(d->impl);
+    cpu_device *cd = d->impl;
+    if (cd)
+        ct_pool_destroy(cd->pool);
+    free(cd);
     free(d);
 }
 
@@ -104,8 +153,10 @@ static const ct_device_ops cpu_device_ops = {
     .activate = cpu_nothing_to_do,
     .alloc = cpu_alloc,
     .free = cpu_free,
-    .host_alloc = cpu_alloc,
-    .host_free = cpu_free,
+    .host_alloc = cpu_host_alloc,
+    .host_free = cpu_host_free,
+    .set_memory = cpu_set_memory,
+    .memory_usage = cpu_memory_usage,
     .upload = cpu_copy,
     .download = cpu_copy,
     .copy = cpu_copy,
@@ -130,6 +181,14 @@ ct_status ct_cpu_device_create(ct_device **out, ct_err *err)
     d->ordinal = 0;
     d->host_memory = 1;
     d->impl = cd;
+    snprintf(d->label, sizeof d->label, "the CPU");
+    const ct_pool_raw raw = {.alloc = raw_alloc, .free = raw_free, .clear = raw_clear,
+                             .host_alloc = raw_alloc, .host_free = raw_free};
+    ct_status st = ct_pool_create(&cd->pool, &raw, err);
+    if (st != CT_OK) {
+        cpu_destroy(d);
+        return st;
+    }
     *out = d;
     return CT_OK;
 }

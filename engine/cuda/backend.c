@@ -186,6 +186,29 @@ static int cuda_all_finite(ct_backend *be, const ct_tensor *t, size_t count)
     return bad == 0;
 }
 
+/* The step scalars' device buffers (create_resources); NULL ones are skipped by the pool. */
+static void release_scalars(ct_cuda *cu)
+{
+    ct_device *dev = cu->dev;
+    dev->ops->free(dev, cu->loss_sum);
+    dev->ops->free(dev, cu->correct);
+    dev->ops->free(dev, cu->step);
+    dev->ops->free(dev, cu->nonfinite);
+    dev->ops->free(dev, cu->scaler);
+}
+
+/* What the backend allocates on the device besides the workspace and scratch, as the pool counts
+ * it (each allocation rounded to CT_TENSOR_ALIGN): the five step scalars of create_resources and
+ * input staging's slots for batches of x_bytes and y_bytes (input.c). */
+static size_t cuda_own_bytes(ct_backend *be, size_t x_bytes, size_t y_bytes)
+{
+    ct_cuda *cu = ct_cuda_of(be);
+    size_t scalars = ct_pool_block_bytes(sizeof *cu->loss_sum) + ct_pool_block_bytes(sizeof *cu->correct) +
+                     ct_pool_block_bytes(sizeof *cu->nonfinite) + ct_pool_block_bytes(sizeof *cu->step) +
+                     ct_pool_block_bytes(sizeof *cu->scaler);
+    return scalars + ct_cuda_input_bytes(x_bytes, y_bytes);
+}
+
 /* Teardown: nothing useful to do with a failure while releasing. The device stays: its owner
  * destroys it after every backend on it. */
 static void cuda_destroy(ct_backend *be)
@@ -202,11 +225,7 @@ static void cuda_destroy(ct_backend *be)
         ct_cuda_dnn_free(cu);
         ct_cuda_matmul_free(cu);
         release_buffers(cu);
-        cudaFree(cu->loss_sum);
-        cudaFree(cu->correct);
-        cudaFree(cu->step);
-        cudaFree(cu->nonfinite);
-        cudaFree(cu->scaler);
+        release_scalars(cu);
         cudaFreeHost(cu->scaler_host);
         cudaFreeHost(cu->step_host);
         cudaFreeHost(cu->snap_loss);
@@ -226,6 +245,7 @@ static const ct_backend_ops cuda_ops = {
     .name = "cuda",
     .layers = cuda_layers,
     .reserve = cuda_reserve,
+    .own_bytes = cuda_own_bytes,
     .input_submit = ct_cuda_input_submit,
     .input_wait = ct_cuda_input_wait,
     .set_step = cuda_set_step,
@@ -246,17 +266,17 @@ static const ct_backend_ops cuda_ops = {
 static ct_status create_resources(ct_cuda *cu, ct_err *err)
 {
     CT_CUDA_CHECK(cudaSetDevice(cu->dev->ordinal), err);
-    CT_CUDA_CHECK(cudaMalloc((void **)&cu->loss_sum, sizeof *cu->loss_sum), err);
-    CT_CUDA_CHECK(cudaMalloc((void **)&cu->correct, sizeof *cu->correct), err);
-    CT_CUDA_CHECK(cudaMalloc((void **)&cu->nonfinite, sizeof *cu->nonfinite), err);
-    CT_CUDA_CHECK(cudaMalloc((void **)&cu->step, sizeof *cu->step), err);
-    CT_CUDA_CHECK(cudaMalloc((void **)&cu->scaler, sizeof *cu->scaler), err);
+    ct_device *dev = cu->dev;
+    /* from the device's pool, like every device allocation, zeroed on the compute stream; the
+     * plan counts them (ct_cuda_own_bytes) */
+    cu->loss_sum = dev->ops->alloc(dev, sizeof *cu->loss_sum);
+    cu->correct = dev->ops->alloc(dev, sizeof *cu->correct);
+    cu->nonfinite = dev->ops->alloc(dev, sizeof *cu->nonfinite);
+    cu->step = dev->ops->alloc(dev, sizeof *cu->step);
+    cu->scaler = dev->ops->alloc(dev, sizeof *cu->scaler);
+    if (!cu->loss_sum || !cu->correct || !cu->nonfinite || !cu->step || !cu->scaler)
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory on %s for the CUDA backend's step scalars", dev->label);
     CT_CUDA_CHECK(cudaHostAlloc((void **)&cu->scaler_host, sizeof *cu->scaler_host, cudaHostAllocDefault), err);
-    CT_CUDA_CHECK(cudaMemsetAsync(cu->scaler, 0, sizeof *cu->scaler, cu->compute), err);
-    /* on the compute stream, which does not wait for the legacy default stream's cudaMemset */
-    CT_CUDA_CHECK(cudaMemsetAsync(cu->loss_sum, 0, sizeof *cu->loss_sum, cu->compute), err);
-    CT_CUDA_CHECK(cudaMemsetAsync(cu->correct, 0, sizeof *cu->correct, cu->compute), err);
-    CT_CUDA_CHECK(cudaMemsetAsync(cu->step, 0, sizeof *cu->step, cu->compute), err);
     CT_CUDA_CHECK(cudaHostAlloc((void **)&cu->step_host, STEP_SLOTS * sizeof *cu->step_host, cudaHostAllocDefault), err);
     CT_CUDA_CHECK(cudaHostAlloc((void **)&cu->snap_loss, sizeof *cu->snap_loss, cudaHostAllocDefault), err);
     CT_CUDA_CHECK(cudaHostAlloc((void **)&cu->snap_correct, sizeof *cu->snap_correct, cudaHostAllocDefault), err);

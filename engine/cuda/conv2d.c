@@ -389,22 +389,17 @@ static ct_status search(ct_backend *be, const ct_layer *l, conv_entry *e, int di
 }
 
 /* A throwaway output for a backward-data search whose real output, dx, another consumer has
- * already written (this layer adds to it): the search overwrites its output with arbitrary values. Allocated for one search, outside any capture (cudaFree
- * waits for the device, which the search has done already). */
-static ct_status search_scratch(size_t bytes, void **out, ct_err *err)
+ * already written (this layer adds to it): the search overwrites its output with arbitrary values.
+ * Allocated for one search, outside any capture, from the device's pool like every device
+ * allocation (counted in its peak, under its cap; the plan does not count it, as it lives only for
+ * the search). */
+static ct_status search_scratch(ct_device *dev, size_t bytes, void **out, ct_err *err)
 {
-    *out = NULL;
-    CT_CUDA_CHECK(cudaMalloc(out, bytes), err);
+    *out = dev->ops->alloc(dev, bytes);
+    if (!*out)
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory on %s for a %.1f MiB output for cuDNN's algorithm search",
+                       dev->label, (double)bytes / (1024.0 * 1024.0));
     return CT_OK;
-}
-
-/* Frees p; returns st, or the free's failure when st was CT_OK (an earlier failure's message
- * stays in err). */
-static ct_status search_scratch_free(void *p, ct_status st, ct_err *err)
-{
-    ct_err ignored;
-    ct_status freed = CT_CUDA_STATUS(cudaFree(p), st == CT_OK ? err : &ignored);
-    return st != CT_OK ? st : freed;
 }
 
 /* What one convolution call works with: its cache entry, the pad buffers and the algorithm
@@ -547,12 +542,13 @@ static ct_status search_backward(ct_backend *be, const ct_layer *l, const conv_r
         search_workspace(r, &io);
         int own = io.out == NULL;
         if (own)
-            st = search_scratch((size_t)g->key.n * g->hp * g->wp * g->key.c * ct_dtype_size((ct_dtype)g->key.dtype),
+            st = search_scratch(be->dev,
+                                (size_t)g->key.n * g->hp * g->wp * g->key.c * ct_dtype_size((ct_dtype)g->key.dtype),
                                 &io.out, err);
         if (st == CT_OK)
             st = search(be, l, e, BWD_DATA, &io, err);
-        if (own && io.out)
-            st = search_scratch_free(io.out, st, err);
+        if (own)
+            be->dev->ops->free(be->dev, io.out);
     }
     return st;
 }

@@ -1,7 +1,10 @@
 /* The CUDA device: one ordinal, its compute stream (every layer, the loss, the optimizer, and the
  * memory operations here) and its copy stream (the input staging's host-to-device copies), pinned
  * host memory, and the events behind the timing marks. What runs on it is the backend (backend.c). */
+#include <stdio.h>
 #include <stdlib.h>
+
+#include "cuda/cuda_device.h"
 
 #include "cuda/cuda_internal.h"
 
@@ -13,52 +16,121 @@ static ct_status cuda_activate(ct_device *d, ct_err *err)
     return CT_OK;
 }
 
-static void *cuda_alloc(ct_device *d, size_t bytes)
+/* ---- the pool's raw allocator (base/pool.h) ---- */
+
+static void *raw_alloc(void *ctx, size_t bytes)
 {
+    ct_cuda_dev *cd = ctx;
     void *p = NULL;
-    if (ct_alloc_fault_hit(&d->fault))
-        return NULL;
-    if (cudaSetDevice(d->ordinal) != cudaSuccess || cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+    if (cudaSetDevice(cd->ordinal) != cudaSuccess || cudaMalloc(&p, bytes) != cudaSuccess) {
         (void)cudaGetLastError();  /* an allocation failure is reported by the caller, not by the next launch */
-        return NULL;
-    }
-    /* The clear goes on the compute stream, in order before every later use. cudaMemset would run
-     * on the legacy default stream, asynchronously to the host and unordered with the non-blocking
-     * compute stream: an upload or copy into the buffer could land before the zeros. */
-    if (cudaMemsetAsync(p, 0, bytes ? bytes : 1, dev_of(d)->compute) != cudaSuccess) {
-        (void)cudaGetLastError();
-        cudaFree(p);
         return NULL;
     }
     return p;
 }
 
-static void cuda_free(ct_device *d, void *ptr)
+static void raw_free(void *ctx, void *p)
 {
-    (void)d;
-    cudaFree(ptr); /* nothing useful to do with a failure while releasing */
+    ct_cuda_dev *cd = ctx;
+    cudaSetDevice(cd->ordinal);
+    cudaFree(p); /* nothing useful to do with a failure while releasing */
+}
+
+/* The clear goes on the compute stream, in order before every later use. cudaMemset would run on
+ * the legacy default stream, asynchronously to the host and unordered with the non-blocking
+ * compute stream: an upload or copy into the buffer could land before the zeros. A block the pool
+ * hands out again may still be read by queued work: that work is on the compute stream too, ahead
+ * of the clear (input staging, the one user of the copy stream, is freed only after both streams
+ * are synchronised: cuda_reserve). */
+static int raw_clear(void *ctx, void *p, size_t bytes)
+{
+    ct_cuda_dev *cd = ctx;
+    if (cudaSetDevice(cd->ordinal) != cudaSuccess || cudaMemsetAsync(p, 0, bytes, cd->compute) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1;
+    }
+    return 0;
 }
 
 /* Callable from the pipeline's worker threads: selects the device first (a thread's current
  * device starts at 0), and asks for portable memory, pinned for every context. */
-static void *cuda_host_alloc(ct_device *d, size_t bytes)
+static void *raw_host_alloc(void *ctx, size_t bytes)
 {
+    ct_cuda_dev *cd = ctx;
     void *p = NULL;
-    if (ct_alloc_fault_hit(&d->fault))
-        return NULL;
-    if (cudaSetDevice(d->ordinal) != cudaSuccess ||
-        cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+    if (cudaSetDevice(cd->ordinal) != cudaSuccess || cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
         (void)cudaGetLastError();  /* reported by the caller as out of memory, not by the next launch */
         return NULL;
     }
     return p;
 }
 
+static void raw_host_free(void *ctx, void *p)
+{
+    (void)ctx;
+    cudaFreeHost(p);
+}
+
+/* ---- the device's memory ops ---- */
+
+static void *cuda_alloc(ct_device *d, size_t bytes)
+{
+    if (ct_alloc_fault_hit(&d->fault))
+        return NULL;
+    return ct_pool_alloc(dev_of(d)->pool, bytes);
+}
+
+static void cuda_free(ct_device *d, void *ptr)
+{
+    ct_pool_free(dev_of(d)->pool, ptr);
+}
+
+static void *cuda_host_alloc(ct_device *d, size_t bytes)
+{
+    if (ct_alloc_fault_hit(&d->fault))
+        return NULL;
+    return ct_pool_host_alloc(dev_of(d)->pool, bytes);
+}
+
 static void cuda_host_free(ct_device *d, void *ptr)
 {
-    (void)d;
-    if (ptr)
-        cudaFreeHost(ptr);
+    ct_pool_host_free(dev_of(d)->pool, ptr);
+}
+
+/* What preallocate leaves to the CUDA libraries' own allocations, outside the pool: the cuDNN
+ * and cuBLAS handles, cuDNN's algorithm search (which allocates for itself whatever our workspace
+ * limit), lazily loaded kernel modules, and instantiated CUDA graphs. 1 GiB plus 5% of the GPU:
+ * generous next to the hundreds of MiB those take, because running out later fails a cuDNN call
+ * in the middle of a run instead of an allocation we can explain. */
+static size_t preallocate_slack(size_t total)
+{
+    return ((size_t)1 << 30) + total / 20;
+}
+
+static ct_status cuda_set_memory(ct_device *d, ct_pool_policy policy, size_t limit, ct_err *err)
+{
+    size_t bytes = limit;
+    if (policy == CT_POOL_PREALLOCATE) {
+        size_t avail = 0, total = 0;
+        CT_CUDA_CHECK(cudaSetDevice(d->ordinal), err);
+        CT_CUDA_CHECK(cudaMemGetInfo(&avail, &total), err);
+        size_t slack = preallocate_slack(total);
+        if (avail <= slack)
+            return ct_fail(err, CT_ERR_NOMEM, "memory = preallocate: %s has %.0f MiB free, less than the %.0f MiB "
+                           "left to the CUDA libraries; use memory = grow", d->label,
+                           (double)avail / (1024.0 * 1024.0), (double)slack / (1024.0 * 1024.0));
+        bytes = avail - slack;
+    }
+    ct_status st = ct_pool_set_policy(dev_of(d)->pool, policy, bytes, err);
+    if (st == CT_ERR_NOMEM)
+        return ct_fail(err, CT_ERR_NOMEM, "memory = preallocate: %s refused %.0f MiB of its free memory; use "
+                       "memory = grow", d->label, (double)bytes / (1024.0 * 1024.0));
+    return st;
+}
+
+static void cuda_memory_usage(ct_device *d, ct_pool_usage *out)
+{
+    ct_pool_usage_get(dev_of(d)->pool, out);
 }
 
 static ct_status cuda_upload(ct_device *d, void *dst, const void *src, size_t bytes, ct_err *err)
@@ -149,6 +221,7 @@ static void cuda_destroy(ct_device *d)
             cudaStreamDestroy(cd->copy);
         if (cd->compute)
             cudaStreamDestroy(cd->compute);
+        ct_pool_destroy(cd->pool);
         free(cd);
     }
     free(d);
@@ -161,6 +234,8 @@ static const ct_device_ops cuda_device_ops = {
     .free = cuda_free,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
+    .set_memory = cuda_set_memory,
+    .memory_usage = cuda_memory_usage,
     .upload = cuda_upload,
     .download = cuda_download,
     .copy = cuda_copy,
@@ -213,7 +288,17 @@ ct_status ct_cuda_device_create(ct_device **out, int ordinal, ct_err *err)
         return ct_fail(err, CT_ERR_NOMEM, "out of memory creating the CUDA device");
     }
     *d = (ct_device){.ops = &cuda_device_ops, .ordinal = ordinal, .host_memory = 0, .impl = cd};
-    ct_status st = create_streams(d, err);
+    cd->ordinal = ordinal;
+    char name[96] = "";
+    ct_err ignored;
+    if (ct_cuda_device_name(ordinal, name, sizeof name, NULL, &ignored) != CT_OK)
+        snprintf(name, sizeof name, "unnamed");
+    snprintf(d->label, sizeof d->label, "CUDA device %d (%s)", ordinal, name);
+    const ct_pool_raw raw = {.alloc = raw_alloc, .free = raw_free, .clear = raw_clear,
+                             .host_alloc = raw_host_alloc, .host_free = raw_host_free, .ctx = cd};
+    ct_status st = ct_pool_create(&cd->pool, &raw, err);
+    if (st == CT_OK)
+        st = create_streams(d, err);
     if (st != CT_OK) {
         cuda_destroy(d);
         return st;

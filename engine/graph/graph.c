@@ -219,14 +219,14 @@ static ct_status bind_layers(ct_graph *g, ct_err *err)
     int n = g->batch;
     size_t *offset = calloc((size_t)g->n_layers, sizeof *offset);
     if (!offset)
-        return ct_fail(err, CT_ERR_NOMEM, "out of memory for activation gradients");
+        return ct_fail(err, CT_ERR_NOMEM, "allocating the activation gradients");
     /* every activation gradient in one block of bytes, each in its layer's dtype, sharing bytes
      * where lifetimes allow */
     g->act_grads = own_flat(g, CT_DTYPE_U8, ct_graph_grad_layout(g, n, offset));
     g->tensors = calloc((size_t)g->n_layers * TENSORS_PER_LAYER, sizeof *g->tensors);
     if (!g->act_grads.data || !g->tensors) {
         free(offset);
-        return ct_fail(err, CT_ERR_NOMEM, "out of memory for activation gradients");
+        return ct_fail(err, CT_ERR_NOMEM, "allocating the activation gradients");
     }
     for (int i = 0; i < g->n_layers; i++) {
         ct_layer *l = &g->layers[i];
@@ -253,7 +253,7 @@ static ct_status bind_layers(ct_graph *g, ct_err *err)
         }
         if (!l->y->data || !l->z->data || (l->aux && !l->aux->data)) {
             free(offset);
-            return ct_fail(err, CT_ERR_NOMEM, "out of memory for layer [%s] at batch %d", l->cfg->name, n);
+            return ct_fail(err, CT_ERR_NOMEM, "allocating layer [%s]'s outputs", l->cfg->name);
         }
         int rows = l->type == CT_LAYER_DENSE || l->type == CT_LAYER_CONV2D ? l->out.c : 1;
         l->w = l->w_count ? view(g, &g->params, l->w_off, l->w_count, rows) : NULL;
@@ -315,19 +315,49 @@ ct_status ct_graph_set_params(ct_graph *g, const float *host, ct_err *err)
 
 static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
+/* The plan's breakdown, for the messages of ct_graph_bind's refusals. */
+static void plan_text(const ct_memory_plan *p, char *buf, size_t n)
+{
+    snprintf(buf, n,
+             "%.1f MiB (parameters and gradients %.1f, optimizer %.1f, activations %.1f, activation gradients %.1f, "
+             "workspace %.1f, inputs %.1f)",
+             mib(p->total), mib(p->params + p->params_half), mib(p->optimizer), mib(p->activations),
+             mib(p->gradients), mib(p->workspace + p->backend), mib(p->inputs));
+}
+
+/* An allocation failed while binding: err holds what failed; the message then names the device,
+ * the batch and the plan, and says what to do. */
+static ct_status explain_oom(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_err *err)
+{
+    ct_memory_plan p;
+    ct_graph_plan(g, be, batch, opt, &p);
+    ct_pool_usage u;
+    be->dev->ops->memory_usage(be->dev, &u);
+    char what[sizeof err->msg], plan[320], cap[64] = "";
+    snprintf(what, sizeof what, "%s", err->msg);
+    plan_text(&p, plan, sizeof plan);
+    if (u.cap)
+        snprintf(cap, sizeof cap, " of the memory = limit:%.0f MiB", mib(u.cap));
+    return ct_fail(err, CT_ERR_NOMEM,
+                   "out of memory on %s at batch %d (%s): the plan needs %s, and %.1f MiB%s were in use when it ran "
+                   "out; use batch = max to train the largest batch that fits, or lower the batch",
+                   be->dev->label, batch, what, plan, mib(u.in_use), cap);
+}
+
 ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, uint64_t seed, size_t limit,
                         ct_err *err)
 {
     if (limit) {
         ct_memory_plan p;
         ct_graph_plan(g, be, batch, opt, &p);
-        if (p.total > limit)
+        if (p.total > limit) {
+            char plan[320];
+            plan_text(&p, plan, sizeof plan);
             return ct_fail(err, CT_ERR_NOMEM,
-                           "memory = limit:%.0f MiB is too small: batch %d needs %.1f MiB (parameters and "
-                           "gradients %.1f, optimizer %.1f, activations %.1f, activation gradients %.1f, "
-                           "workspace %.1f, inputs %.1f); raise the limit or lower the batch",
-                           mib(limit), batch, mib(p.total), mib(p.params), mib(p.optimizer), mib(p.activations),
-                           mib(p.gradients), mib(p.workspace), mib(p.inputs));
+                           "memory = limit:%.0f MiB is too small: batch %d needs %s on %s; raise the limit, lower "
+                           "the batch, or use batch = max to train the largest batch within the limit",
+                           mib(limit), batch, plan, be->dev->label);
+        }
     }
     /* a capture of a step on this network (at this address) from an earlier binding holds buffers
      * that are gone or about to be replaced */
@@ -344,8 +374,10 @@ ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt
     g->labels = own_tensor(g, CT_DTYPE_I32, batch, (ct_shape){1, 1, 1});
     if (!g->params.data || !g->grads.data || !g->state.data || !g->x.data || !g->labels.data ||
         (has_m(opt) && !g->opt_m.data) || (has_v(opt) && !g->opt_v.data) ||
-        (g->half != CT_DTYPE_F32 && !g->params_half.data))
-        return ct_fail(err, CT_ERR_NOMEM, "out of memory for %zu parameters at batch %d", g->n_params, batch);
+        (g->half != CT_DTYPE_F32 && !g->params_half.data)) {
+        ct_fail(err, CT_ERR_NOMEM, "allocating %zu parameters and their optimizer state", g->n_params);
+        return explain_oom(g, be, batch, opt, err);
+    }
     ct_status st = bind_layers(g, err);
     if (st == CT_OK) {
         size_t workspace, scratch;
@@ -353,6 +385,8 @@ ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt
         st = be->ops->reserve(be, workspace, scratch, ct_tensor_bytes(&g->x), ct_tensor_bytes(&g->labels), err);
         g->allocated += workspace + scratch;
     }
+    if (st == CT_ERR_NOMEM)
+        return explain_oom(g, be, batch, opt, err);
     return st == CT_OK ? init_params(g, seed, err) : st;
 }
 

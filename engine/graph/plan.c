@@ -139,6 +139,7 @@ void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer op
     by[CT_DTYPE_U8] += plan->workspace;
     plan->total = plan->params + plan->params_half + plan->optimizer + plan->state + plan->inputs + plan->activations +
                   plan->gradients + plan->workspace;
+    ct_graph_plan_allocator(g, be, batch, opt, plan);
 }
 
 int ct_graph_max_batch(const ct_graph *g, ct_backend *be, ct_optimizer opt, size_t budget, int batch_max)

@@ -1,0 +1,145 @@
+/* The memory policies on the first GPU with fmnist_cnn.ini: with memory = grow, the device pool
+ * counts exactly the plan once prepared, and after training steps its peak and the device memory
+ * measured around the run (cudaMemGetInfo) are within 10% of the plan's total; memory = limit:N
+ * refuses a batch whose plan is over the cap, with the plan's breakdown, and trains one under it
+ * without passing it; memory = preallocate reserves the free memory up front and trains. Exits 77
+ * without a GPU. */
+#include "cutrain.h"
+#include "test_util.h"
+
+#ifdef CUTRAIN_HAVE_CUDA
+#include "tests/gpu_test.h"
+
+static double mib(long long bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+static size_t free_memory(void)
+{
+    size_t avail = 0, total = 0;
+    GPU_OK(cudaSetDevice(0));
+    GPU_OK(cudaDeviceSynchronize());
+    GPU_OK(cudaMemGetInfo(&avail, &total));
+    return avail;
+}
+
+static ct_net *open_cnn(const char *memory, const char *batch)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/models/fmnist_cnn.ini", CT_SOURCE_DIR);
+    ct_net *net = NULL;
+    ct_status st = ct_open_file(path, &net);
+    char train[512], train_labels[512], test[512], test_labels[512];
+    snprintf(train, sizeof train, "%s/train-images-idx3-ubyte.gz", ct_fmnist_dir());
+    snprintf(train_labels, sizeof train_labels, "%s/train-labels-idx1-ubyte.gz", ct_fmnist_dir());
+    snprintf(test, sizeof test, "%s/t10k-images-idx3-ubyte.gz", ct_fmnist_dir());
+    snprintf(test_labels, sizeof test_labels, "%s/t10k-labels-idx1-ubyte.gz", ct_fmnist_dir());
+    const char *keys[][2] = {
+        {"data.train", train}, {"data.train_labels", train_labels}, {"data.test", test},
+        {"data.test_labels", test_labels}, {"data.train_limit", "2048"}, {"data.test_limit", "256"},
+        {"train.devices", "0"}, {"train.epochs", "1"}, {"train.memory", memory}, {"train.batch", batch},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0] && st == CT_OK; i++)
+        st = ct_set(net, keys[i][0], keys[i][1]);
+    if (st != CT_OK) {
+        fprintf(stderr, "fmnist_cnn.ini: %s\n", ct_errmsg(net));
+        exit(1);
+    }
+    return net;
+}
+
+/* grow: returns the plan's total at batch 64 on the GPU */
+static long long test_grow(void)
+{
+    size_t free_before = free_memory();
+    ct_net *net = open_cnn("grow", "64");
+    if (ct_prepare(net) != CT_OK) {
+        CHECK_MSG(0, "prepare: %s", ct_errmsg(net));
+        ct_close(net);
+        return 0;
+    }
+    CHECK(strcmp(ct_backend_name(net), "cuda") == 0);
+    ct_memory_info plan;
+    ct_memory_usage u;
+    CHECK(ct_memory_info_get(net, 0, &plan) == CT_OK && ct_memory_usage_get(net, &u) == CT_OK);
+    /* the plan comes from the CUDA backend: cuDNN's workspace, input staging, the step scalars */
+    CHECK(plan.backend > 0 && plan.workspace > 0);
+    CHECK_MSG(u.in_use == plan.total, "prepared: the plan says %lld bytes, the pool counts %lld", plan.total,
+              u.in_use);
+    CHECK_MSG(ct_fit(net, NULL) == CT_OK, "%s", ct_errmsg(net));
+    CHECK(ct_memory_usage_get(net, &u) == CT_OK);
+    size_t free_after = free_memory();
+    long long measured = (long long)free_before - (long long)free_after;
+    printf("grow, batch 64: plan %.1f MiB; pool in use %.1f, peak %.1f, reserved %.1f MiB; device memory taken "
+           "%.1f MiB (cudaMemGetInfo); pinned host %.1f MiB\n", mib(plan.total), mib(u.in_use), mib(u.peak),
+           mib(u.reserved), mib(measured), mib(u.pinned_in_use));
+    CHECK_MSG(u.in_use == plan.total, "after training: %lld in use, the plan %lld", u.in_use, plan.total);
+    CHECK_MSG(u.peak >= plan.total && u.peak <= plan.total + plan.total / 10, "peak %.1f MiB, plan %.1f MiB",
+              mib(u.peak), mib(plan.total));
+    CHECK(u.reserved >= u.in_use && measured >= u.reserved);
+    CHECK_MSG(llabs(measured - plan.total) <= plan.total / 10,
+              "measured %.1f MiB against the plan's %.1f MiB: the CUDA libraries' own memory is %.1f MiB",
+              mib(measured), mib(plan.total), mib(measured - u.reserved));
+    ct_close(net);
+    return plan.total;
+}
+
+static void test_limit(long long plan64)
+{
+    long cap_mib = (long)(plan64 >> 20) + 2;
+    char cap[32];
+    snprintf(cap, sizeof cap, "limit:%ld", cap_mib);
+    ct_net *net = open_cnn(cap, "4096");
+    CHECK(ct_prepare(net) == CT_ERR_NOMEM);
+    const char *msg = ct_errmsg(net);
+    CHECK_MSG(ct_contains(msg, "is too small") && ct_contains(msg, "batch 4096 needs") &&
+              ct_contains(msg, "CUDA device 0") && ct_contains(msg, "workspace") && ct_contains(msg, "batch = max"),
+              "got: %s", msg);
+    ct_close(net);
+
+    net = open_cnn(cap, "64");
+    CHECK_MSG(ct_fit(net, NULL) == CT_OK, "%s: %s", cap, ct_errmsg(net));
+    ct_memory_usage u;
+    CHECK(ct_memory_usage_get(net, &u) == CT_OK);
+    CHECK_MSG(u.cap == (long long)cap_mib << 20 && u.peak <= u.cap && u.in_use == plan64,
+              "cap %.1f MiB, peak %.1f, in use %.1f, plan %.1f", mib(u.cap), mib(u.peak), mib(u.in_use), mib(plan64));
+    ct_close(net);
+}
+
+static void test_preallocate(long long plan64)
+{
+    size_t free_before = free_memory();
+    ct_net *net = open_cnn("preallocate", "64");
+    CHECK_MSG(ct_fit(net, NULL) == CT_OK, "%s", ct_errmsg(net));
+    ct_memory_usage u;
+    CHECK(ct_memory_usage_get(net, &u) == CT_OK);
+    size_t free_during = free_memory();
+    printf("preallocate: reserved %.1f MiB of %.1f MiB free; in use %.1f, peak %.1f MiB\n", mib(u.reserved),
+           mib((long long)free_before), mib(u.in_use), mib(u.peak));
+    /* the arena is the free memory less the libraries' slack (1 GiB + 5% of the GPU) */
+    CHECK(u.reserved > (long long)free_before / 2 && u.reserved < (long long)free_before);
+    CHECK(u.in_use == plan64 && u.peak >= plan64);
+    ct_close(net);
+    /* and goes back at close */
+    CHECK(free_memory() > free_during + (size_t)u.reserved / 2);
+}
+
+int main(void)
+{
+    int absent = ct_gpu_test_absent();
+    if (absent)
+        return absent;
+    GPU_OK(cudaSetDevice(0));
+    GPU_OK(cudaFree(NULL));   /* the context first: its own memory is not cutrain's */
+    long long plan64 = test_grow();
+    if (plan64 > 0) {
+        test_limit(plan64);
+        test_preallocate(plan64);
+    }
+    return ct_test_done();
+}
+#else
+int main(void)
+{
+    printf("skipped: built without the CUDA backend\n");
+    return 77;
+}
+#endif
