@@ -22,9 +22,9 @@ float ct_schedule_lr(const ct_train_config *t, long step, long steps_per_epoch)
     double spe = steps_per_epoch > 0 ? (double)steps_per_epoch : 1.0;
     double epoch = (double)step / spe;
     double warmup_steps = t->warmup * spe;
-    /* a float, as learning_rate is: each expression below keeps the types (and roundings) it had
+    /* (a factor of 0 is a config built by hand, unscaled) a float, as learning_rate is: each expression below keeps the types (and roundings) it had
      * before scaling existed */
-    float peak = (float)(t->learning_rate * t->lr_factor);
+    float peak = t->lr_factor > 0 ? (float)(t->learning_rate * t->lr_factor) : t->learning_rate;
     if (warmup_steps > 0 && step < warmup_steps)
         return (float)(peak * (step + 1) / warmup_steps);
     switch (t->schedule) {
