@@ -145,6 +145,14 @@ static void test_backoff(int b)
     }
     ct_close(net);
 
+    /* a fixed batch over the cap: out of memory, naming the device, the batch and its plan, and
+     * pointing at batch = max */
+    net = open_net("batch = 1024\n");
+    CHECK(ct_prepare(net) == CT_ERR_NOMEM);
+    CHECK_MSG(ct_contains(ct_errmsg(net), "[cpu device 0, batch 1024, plan ") &&
+                  ct_contains(ct_errmsg(net), "batch = max finds the largest batch that fits]"), "%s", ct_errmsg(net));
+    ct_close(net);
+
     /* a cap too small for batch 8: a config error at the batch line, with the minimum */
     ct_net *tiny = NULL;
     char text[4096];

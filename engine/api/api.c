@@ -313,8 +313,8 @@ static ct_status open_replicas(ct_net *net)
         st = ct_batch_resolve(net, &net->batch);
     if (st == CT_OK) {
         net->cfg.train.lr_factor = ct_lr_factor(&net->cfg.train, net->batch);
-        st = ct_replica_bind(r, &net->cfg, net->graph.input, net->graph.classes, net->batch, net->cfg.train.seed,
-                             memory_limit(&net->cfg.train), &net->err);
+        st = ct_oom_explain(net, ct_replica_bind(r, &net->cfg, net->graph.input, net->graph.classes, net->batch,
+                                                 net->cfg.train.seed, memory_limit(&net->cfg.train), &net->err));
     }
     if (st == CT_OK && net->cfg.train.precision == CT_PREC_FP16) {
         ct_scaler s = ct_train_scaler_start(&net->cfg.train);

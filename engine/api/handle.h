@@ -76,6 +76,9 @@ ct_status ct_batch_resolve(ct_net *net, int *batch);
  * are several; replica 0's today): the memory = limit: cap, else the device's free memory, less
  * memory_margin. *cap is the cap (0 without one). */
 ct_status ct_memory_budget(const ct_train_config *t, ct_device *dev, size_t *budget, size_t *cap, ct_err *err);
+/* Out of memory (st CT_ERR_NOMEM) while binding or training: appends the device, the batch, its
+ * plan and the budget to the message, and with a fixed batch suggests batch = max. Returns st. */
+ct_status ct_oom_explain(ct_net *net, ct_status st);
 /* learning_rate's multiplier under lr_scaling at `batch`. */
 double ct_lr_factor(const ct_train_config *t, int batch);
 /* Learning rate at `step` (0-based) per the schedule and warm-up (optim.c). */

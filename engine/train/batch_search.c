@@ -346,3 +346,31 @@ ct_status ct_batch_resolve(ct_net *net, int *batch)
     *batch = s->batch = found;
     return CT_OK;
 }
+
+ct_status ct_oom_explain(ct_net *net, ct_status st)
+{
+    if (st != CT_ERR_NOMEM || !net->n_replicas || !net->graph_built)
+        return st;
+    ct_replica *r = &net->replicas[0];
+    const ct_train_config *t = &net->cfg.train;
+    ct_memory_plan p;
+    int batch = net->batch > 0 ? net->batch : t->batch;
+    plan_total(net, r->be, batch, &p);
+    char extra[400];
+    ct_err ignored;
+    size_t budget = 0, cap = 0;
+    int known = ct_memory_budget(t, r->dev, &budget, &cap, &ignored) == CT_OK;
+    int n = snprintf(extra, sizeof extra, " [%s device %d, batch %d, plan %.1f MiB", r->dev->ops->name,
+                     r->dev->ordinal, batch, mib(p.total));
+    if (known && n > 0 && (size_t)n < sizeof extra)
+        n += snprintf(extra + n, sizeof extra - (size_t)n, ", budget %.1f MiB (%s less memory_margin)", mib(budget),
+                      cap ? "the limit: cap" : "free memory");
+    if (n > 0 && (size_t)n < sizeof extra)
+        snprintf(extra + n, sizeof extra - (size_t)n, "%s]", t->batch_mode == CT_BATCH_FIXED
+                                                                 ? "; batch = max finds the largest batch that fits"
+                                                                 : "");
+    size_t used = strlen(net->err.msg);
+    if (used < sizeof net->err.msg - 1)
+        snprintf(net->err.msg + used, sizeof net->err.msg - used, "%s", extra);
+    return st;
+}
