@@ -158,9 +158,10 @@ ct_status ct_input_shape(ct_net *net, int *h, int *w, int *c, int *classes);
 int ct_layer_count(ct_net *net);                        /* -1 when not prepared */
 ct_status ct_layer_info_get(ct_net *net, int index, ct_layer_info *info);
 
-/* The bytes training allocates on the device at `batch` (0: the config's), by purpose and by
- * element type, in the config's precision; computed without allocating. Before ct_prepare with the
- * CPU backend's workspace, after it with the training backend's (cuDNN's and cuBLASLt's on a GPU).
+/* The bytes training allocates on the device at `batch` (0: the config's; with batch = max | auto,
+ * the batch found once prepared, else the largest that fits the budget), by purpose and by element
+ * type, in the config's precision; computed without allocating. Before ct_prepare with the CPU
+ * backend's workspace, after it with the training backend's (cuDNN's and cuBLASLt's on a GPU).
  * total is what the device's allocator counts in use once prepared at that batch
  * (ct_memory_usage_get), to the byte. */
 typedef struct ct_memory_info {
@@ -198,8 +199,54 @@ const char *ct_backend_reason(const ct_net *net);
  * running without graphs: ..." or, with deterministic = on, that a convolution had no
  * deterministic algorithm; several are joined with "; ". "" when nothing. */
 const char *ct_backend_note(const ct_net *net);
+/* The batch per step: the config's number, or what batch = max | auto found once prepared (0 before). */
 int ct_batch_size(const ct_net *net);
 long ct_train_images(const ct_net *net);
+
+/* ---- the batch: batch = max | auto, and lr_scaling ---- */
+
+#define CT_BATCH_TRIALS 24
+
+/* One batch the search considered. */
+typedef struct ct_batch_trial {
+    int batch;
+    int fits;                /* 1 when its plan fit the budget and real steps ran at it */
+    double images_per_s;     /* over its timed steps (warm-up excluded); -1 when not measured */
+    long long plan_bytes;    /* the memory plan's total at this batch */
+    char note[64];           /* "chosen", "plan over the budget", "allocation failed", ... */
+} ct_batch_trial;
+
+/* What batch = max | auto tried and why the winner won (mode "fixed" and no trials for a number). */
+typedef struct ct_batch_search {
+    const char *mode;        /* "fixed", "max" or "auto" */
+    int batch;               /* the batch training uses */
+    long long budget;        /* bytes a plan had to fit: the limit: cap or the free memory, less memory_margin */
+    int n_trials;            /* in the order tried */
+    ct_batch_trial trials[CT_BATCH_TRIALS];
+    char reason[256];        /* why the winner won, one sentence */
+} ct_batch_search;
+
+/* Prepares the network (running the search) when it has not been, then fills *out. */
+ct_status ct_batch_search_get(ct_net *net, ct_batch_search *out);
+
+/* How learning_rate follows the batch ([train] lr_scaling, base_batch). */
+typedef struct ct_lr_scaling_info {
+    const char *rule;        /* "none", "linear" or "sqrt" */
+    int batch;               /* the batch training uses */
+    int base_batch;          /* the batch learning_rate was tuned for; 0 when not given */
+    double learning_rate;    /* as configured */
+    double factor;           /* applied to it (1 with none): the schedule and warm-up run on the product */
+    double linear_factor;    /* batch / base_batch, what linear scaling would apply; 0 without base_batch */
+} ct_lr_scaling_info;
+
+/* Prepares the network when it has not been, then fills *out. */
+ct_status ct_lr_scaling_get(ct_net *net, ct_lr_scaling_info *out);
+
+/* Prepares for evaluation and prediction only (cutrain eval, predict): as ct_prepare, but
+ * batch = max | auto, which find a training batch by measuring training steps, are refused
+ * (CT_ERR_CONFIG, naming the line): give these a number. ct_evaluate and ct_predict call it on a
+ * handle that has not been prepared. */
+ct_status ct_prepare_inference(ct_net *net);
 
 /* ---- benchmarking (cutrain bench) ---- */
 

@@ -250,6 +250,12 @@ static void test_synthetic_and_defaults(void)
     CHECK(strcmp(t->devices, "all") == 0);
     CHECK(t->graph == -1 && t->seed == 42 && t->threads == 0);
     CHECK(t->deterministic == 0);
+    /* the batch: a number; max and auto keep 10% free, go up to the training set, measure 30 s */
+    CHECK(t->batch_mode == CT_BATCH_FIXED && t->batch_line == 0);
+    CHECK_NEAR(t->memory_margin, 0.10, 1e-7);
+    CHECK(t->batch_max == 0 && t->n_batch_candidates == 0);
+    CHECK_NEAR(t->batch_search_seconds, 30, 0);
+    CHECK(t->lr_scaling == CT_LR_SCALING_NONE && t->base_batch == 0 && t->lr_factor == 1.0);
     const ct_data_settings *d = &cfg.data;
     CHECK(d->line == 1);
     CHECK(d->shape.h == 28 && d->shape.w == 28 && d->shape.c == 1);
@@ -420,8 +426,32 @@ static const bad_case bad_cases[] = {
     {"units 0", SYN "[fc]\ntype = dense\nunits = 0\n", 5, "[fc] units must be at least 1, got 0"},
     {"negative batch", SYN "[train]\nbatch = -5\n" FC, 4, "[train] batch must be at least 1, got -5"},
     {"batch 0", SYN "[train]\nbatch = 0\n" FC, 4, "[train] batch must be at least 1, got 0"},
-    {"batch = auto", SYN "[train]\nbatch = auto\n" FC, 4,
-     "batch = auto is not available yet (it needs the memory planner); give a number"},
+    {"misspelt batch max", SYN "[train]\nbatch = mx\n" FC, 4, "bad batch 'mx' (did you mean 'max'?); expected a number"},
+    {"misspelt batch auto", SYN "[train]\nbatch = atuo\n" FC, 4, "bad batch 'atuo' (did you mean 'auto'?)"},
+    {"batch with junk", SYN "[train]\nbatch = 12x\n" FC, 4, "bad integer '12x' for batch"},
+    {"memory_margin over 50%", SYN "[train]\nmemory_margin = 60%\n" FC, 4,
+     "[train] memory_margin must be between 0% and 50%, got 60% (nearest valid: 50%)"},
+    {"memory_margin negative", SYN "[train]\nmemory_margin = -5\n" FC, 4,
+     "memory_margin must be between 0% and 50%, got -5 (nearest valid: 0%)"},
+    {"memory_margin not a number", SYN "[train]\nmemory_margin = ten%\n" FC, 4,
+     "bad memory_margin 'ten%'; expected a percentage from 0% to 50%"},
+    {"memory_margin only %", SYN "[train]\nmemory_margin = %\n" FC, 4, "bad memory_margin '%'"},
+    {"batch_max 0", SYN "[train]\nbatch_max = 0\n" FC, 4, "[train] batch_max must be at least 1, got 0"},
+    {"batch_search_seconds 0", SYN "[train]\nbatch_search_seconds = 0\n" FC, 4,
+     "batch_search_seconds must be greater than 0, got 0"},
+    {"batch_candidates junk", SYN "[train]\nbatch_candidates = 32, x, 128\n" FC, 4,
+     "bad batch 'x' in batch_candidates = 32, x, 128"},
+    {"batch_candidates 0", SYN "[train]\nbatch_candidates = 0, 64\n" FC, 4, "bad batch '0' in batch_candidates"},
+    {"batch_candidates empty item", SYN "[train]\nbatch_candidates = 32,,64\n" FC, 4, "bad batch '' in batch_candidates"},
+    {"batch_candidates twice", SYN "[train]\nbatch_candidates = 64, 32, 64\n" FC, 4,
+     "batch 64 is listed twice in batch_candidates"},
+    {"misspelt lr_scaling", SYN "[train]\nlr_scaling = lienar\nbase_batch = 64\n" FC, 4,
+     "unknown lr_scaling 'lienar' (did you mean 'linear'?)"},
+    {"lr_scaling without base_batch", SYN "[train]\nbatch = 256\nlr_scaling = linear\n" FC, 5,
+     "lr_scaling = linear needs base_batch, the batch learning_rate was tuned for (e.g. base_batch = 256)"},
+    {"sqrt without base_batch", SYN "[train]\nlr_scaling = sqrt\nbatch = max\n" FC, 4,
+     "lr_scaling = sqrt needs base_batch"},
+    {"base_batch 0", SYN "[train]\nbase_batch = 0\n" FC, 4, "[train] base_batch must be at least 1, got 0"},
     {"bad float", SYN "[train]\nlearning_rate = 0.0.1\n" FC, 4, "bad number '0.0.1' for learning_rate"},
     {"nan float", SYN "[train]\nlearning_rate = nan\n" FC, 4, "bad number 'nan' for learning_rate"},
     {"zero learning rate", SYN "[train]\nlearning_rate = 0\n" FC, 4, "learning_rate must be greater than 0, got 0"},
@@ -611,9 +641,71 @@ static void test_precision_keys(void)
     }
 }
 
+/* batch = max | auto and their keys, read as given */
+static void test_batch_keys(void)
+{
+    static const struct {
+        const char *text;
+        ct_batch_mode mode;
+        float margin;
+    } cases[] = {
+        {"batch = max\nmemory_margin = 20%\n", CT_BATCH_MAX, 0.20f},
+        {"batch = auto\nmemory_margin = 0\n", CT_BATCH_AUTO, 0.0f},
+        {"batch = 96\nmemory_margin = 50\n", CT_BATCH_FIXED, 0.50f},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "[data]\nformat = synthetic\n[train]\n%sbatch_max = 300\nbatch_search_seconds = 2.5\n"
+                 "batch_candidates = 128, 32 ,64\nlr_scaling = sqrt\nbase_batch = 32\n[fc]\ntype = dense\nunits = 10\n",
+                 cases[k].text);
+        ct_ini ini;
+        ct_config cfg;
+        ct_err err;
+        ct_err_clear(&err);
+        CHECK(ct_ini_parse(&ini, text, "net.ini", &err) == CT_OK);
+        ct_status st = ct_config_load(&cfg, &ini, &err);
+        CHECK_MSG(st == CT_OK, "%s", err.msg);
+        if (st == CT_OK) {
+            const ct_train_config *t = &cfg.train;
+            CHECK(t->batch_mode == cases[k].mode && t->batch_line == 4);
+            CHECK(t->batch == (cases[k].mode == CT_BATCH_FIXED ? 96 : 0));
+            CHECK_NEAR(t->memory_margin, cases[k].margin, 1e-7);
+            CHECK(t->batch_max == 300 && t->batch_search_seconds == 2.5f);
+            CHECK(t->n_batch_candidates == 3 && t->batch_candidates[0] == 32 && t->batch_candidates[1] == 64 &&
+                  t->batch_candidates[2] == 128);
+            CHECK(t->lr_scaling == CT_LR_SCALING_SQRT && t->base_batch == 32);
+            ct_config_free(&cfg);
+        }
+        ct_ini_free(&ini);
+    }
+    /* an override's search keeps no file line: its errors name [train] */
+    ct_ini ini;
+    ct_config cfg;
+    ct_err err;
+    ct_err_clear(&err);
+    CHECK(ct_ini_parse(&ini, set_text, "net.ini", &err) == CT_OK);
+    CHECK(ct_ini_set(&ini, "train.batch", "auto", &err) == CT_OK);
+    ct_status st = ct_config_load(&cfg, &ini, &err);
+    CHECK_MSG(st == CT_OK, "%s", err.msg);
+    if (st == CT_OK) {
+        CHECK(cfg.train.batch_mode == CT_BATCH_AUTO && cfg.train.batch_line == 0);
+        ct_config_free(&cfg);
+    }
+    ct_ini_free(&ini);
+    /* lr_scaling by --set, base_batch missing: the message says --set */
+    CHECK(ct_ini_parse(&ini, set_text, "net.ini", &err) == CT_OK);
+    CHECK(ct_ini_set(&ini, "train.lr_scaling", "linear", &err) == CT_OK);
+    CHECK(ct_config_load(&cfg, &ini, &err) == CT_ERR_CONFIG);
+    CHECK_MSG(ct_contains(err.msg, "--set train.lr_scaling: lr_scaling = linear needs base_batch") &&
+                  ct_contains(err.msg, "base_batch = 16"), "%s", err.msg);
+    ct_ini_free(&ini);
+}
+
 int main(void)
 {
     test_full();
+    test_batch_keys();
     test_precision_keys();
     test_concat_inputs();
     test_synthetic_and_defaults();

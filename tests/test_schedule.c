@@ -39,5 +39,28 @@ int main(void)
     CHECK_NEAR(ct_schedule_lr(&t, 99, spe), 0.1 * 100 / 200, 1e-7);
     CHECK_NEAR(ct_schedule_lr(&t, 200, spe), 0.1, 1e-7);
     CHECK_NEAR(ct_schedule_lr(&t, 600, spe), 0.055, 1e-6); /* halfway through the cosine part */
+
+    /* lr_scaling's factor scales the peak: warm-up climbs to it, cosine decays from it to min_lr */
+    t.lr_factor = 4.0;
+    CHECK_NEAR(ct_schedule_lr(&t, 99, spe), 0.4 * 100 / 200, 1e-7);
+    CHECK_NEAR(ct_schedule_lr(&t, 200, spe), 0.4, 1e-7);
+    CHECK_NEAR(ct_schedule_lr(&t, 600, spe), (0.4 + 0.01) / 2, 1e-6);
+    t = base(CT_SCHED_STEP);
+    t.lr_factor = 0.5;
+    CHECK_NEAR(ct_schedule_lr(&t, 300, spe), 0.025, 1e-7);
+    /* a factor of 1 leaves every rate the float it was */
+    ct_train_config one = base(CT_SCHED_COSINE), plain = one;
+    one.lr_factor = 1.0;
+    one.warmup = plain.warmup = 1.5f;
+    for (long step = 0; step < 1000; step += 37)
+        CHECK(ct_schedule_lr(&one, step, spe) == ct_schedule_lr(&plain, step, spe));
+    /* the rules */
+    ct_train_config r = base(CT_SCHED_CONSTANT);
+    r.base_batch = 64;
+    CHECK(ct_lr_factor(&r, 256) == 1.0);
+    r.lr_scaling = CT_LR_SCALING_LINEAR;
+    CHECK(ct_lr_factor(&r, 256) == 4.0);
+    r.lr_scaling = CT_LR_SCALING_SQRT;
+    CHECK(ct_lr_factor(&r, 256) == 2.0);
     return ct_test_done();
 }

@@ -63,10 +63,14 @@ typedef struct cli_progress {
     int quiet;
     FILE *log;              /* JSON lines, or NULL */
     double started;
+    int batch;              /* in every log record */
+    const ct_batch_search *search;  /* batch = max | auto: in the first record, then NULL */
 } cli_progress;
 
 int cli_on_step(const ct_progress *p, void *user);
 int cli_on_epoch(const ct_epoch_stats *s, void *user);
+/* What batch = max | auto tried and why the winner won, and how learning_rate follows the batch. */
+void cli_print_batch_search(const ct_batch_search *s, const ct_lr_scaling_info *lr);
 double cli_now(void);
 
 #endif

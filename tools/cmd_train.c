@@ -105,8 +105,18 @@ int cmd_train(const cli_options *opt)
     ct_checkpoint_settings(net, &run.checkpoint_every, &run.keep);
     if (opt->checkpoint_dir)
         run.best = cli_checkpoint_best(net, opt->checkpoint_dir);
+    ct_batch_search search;
+    ct_lr_scaling_info lr;
+    if ((st = ct_batch_search_get(net, &search)) != CT_OK || (st = ct_lr_scaling_get(net, &lr)) != CT_OK) {
+        if (run.progress.log)
+            fclose(run.progress.log);
+        return cli_fail(net, st);
+    }
+    run.progress.batch = ct_batch_size(net);
+    run.progress.search = &search;
     if (!opt->quiet) {
         printf("cutrain: backend %s (%s)\n", ct_backend_name(net), ct_backend_reason(net));
+        cli_print_batch_search(&search, &lr);
         printf("cutrain: %s: %ld training images, batch %d\n", opt->config, ct_train_images(net), ct_batch_size(net));
         fflush(stdout);
     }

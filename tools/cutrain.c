@@ -39,7 +39,7 @@ static void usage(FILE *out)
             "      --steps N             bench: timed steps (default 100)\n"
             "      --warmup N            bench: untimed steps first (default 20)\n"
             "      --input-only          bench: the input pipeline alone (batches/s, no model)\n"
-            "      --batch B             same as --set train.batch=B\n"
+            "      --batch B             same as --set train.batch=B (a number, max or auto)\n"
             "      --precision P         same as --set train.precision=P (fp32, fp16, bf16)\n"
             "  -q, --quiet               print only errors and the final result\n"
             "  -h, --help                this help\n"
@@ -181,7 +181,8 @@ static int parse_args(int argc, char **argv, cli_options *opt)
         } else if (is_option(arg, NULL, "--input-only")) {
             opt->input_only = 1;
         } else if (is_option(arg, NULL, "--batch")) {
-            if (!(value = option_value(argc, argv, &i)) || parse_count("--batch", value, 1) < 0)
+            if (!(value = option_value(argc, argv, &i)) ||
+                (strcmp(value, "max") != 0 && strcmp(value, "auto") != 0 && parse_count("--batch", value, 1) < 0))
                 return CLI_USAGE;
             opt->batch = value;
         } else if (is_option(arg, NULL, "--precision")) {

@@ -75,12 +75,56 @@ int cli_on_epoch(const ct_epoch_stats *s, void *user)
                 "\"test_loss\": %s, \"test_accuracy\": %s, \"images_per_s\": %.1f, "
                 "\"seconds\": %.3f, \"learning_rate\": %.8g, \"input_wait_share\": %.4f, "
                 "\"input_verdict\": \"%s\", \"input_workers\": %d, \"input_prefetch\": %d, "
-                "\"precision\": \"%s\", \"loss_scale\": %s, \"skipped_steps\": %s}\n",
+                "\"precision\": \"%s\", \"loss_scale\": %s, \"skipped_steps\": %s, \"batch\": %d",
                 s->epoch, s->epochs, s->step, s->loss, s->train_accuracy, test_loss, test_acc,
                 s->images_per_s, s->seconds, s->learning_rate, s->input_wait_share,
                 ct_input_verdict(s->input_wait_share), s->input_workers, s->input_prefetch,
-                s->precision ? s->precision : "fp32", scale, skipped);
+                s->precision ? s->precision : "fp32", scale, skipped, pr->batch);
+        if (pr->search && pr->search->n_trials) {
+            /* the search, once: what was tried; images_per_s null where nothing was measured */
+            fprintf(pr->log, ", \"batch_search\": [");
+            for (int i = 0; i < pr->search->n_trials; i++) {
+                const ct_batch_trial *t = &pr->search->trials[i];
+                char ips[32] = "null";
+                if (t->images_per_s >= 0)
+                    snprintf(ips, sizeof ips, "%.1f", t->images_per_s);
+                fprintf(pr->log, "%s{\"batch\": %d, \"images_per_s\": %s, \"fits\": %s}", i ? ", " : "", t->batch,
+                        ips, t->fits ? "true" : "false");
+            }
+            fprintf(pr->log, "], \"batch_mode\": \"%s\"", pr->search->mode);
+        }
+        pr->search = NULL;
+        fprintf(pr->log, "}\n");
         fflush(pr->log);
     }
     return 0;
+}
+
+void cli_print_batch_search(const ct_batch_search *s, const ct_lr_scaling_info *lr)
+{
+    if (s->n_trials) {
+        printf("cutrain: batch = %s, memory budget %.1f MiB; tried:\n", s->mode, (double)s->budget / 1048576.0);
+        printf("  %7s %12s %10s %5s\n", "batch", "images/s", "plan MiB", "fits");
+        for (int i = 0; i < s->n_trials; i++) {
+            const ct_batch_trial *t = &s->trials[i];
+            char ips[32] = "-";
+            if (t->images_per_s >= 0)
+                snprintf(ips, sizeof ips, "%.0f", t->images_per_s);
+            printf("  %7d %12s %10.1f %5s  %s\n", t->batch, ips, (double)t->plan_bytes / 1048576.0,
+                   t->fits ? "yes" : "no", t->note);
+        }
+        printf("cutrain: %s\n", s->reason);
+    }
+    if (lr->factor != 1.0)
+        printf("cutrain: lr_scaling = %s: learning_rate %g x %.4g (batch %d / base_batch %d%s) = %g\n", lr->rule,
+               lr->learning_rate, lr->factor, lr->batch, lr->base_batch, lr->rule[0] == 's' ? ", square root" : "",
+               lr->learning_rate * lr->factor);
+    else if (s->n_trials && lr->base_batch > 0 && lr->rule[0] == 'n')
+        printf("cutrain: lr_scaling = none: learning_rate %g is used as is at batch %d; linear scaling from "
+               "base_batch %d would multiply it by %.4g\n", lr->learning_rate, lr->batch, lr->base_batch,
+               lr->linear_factor);
+    else if (s->n_trials && lr->rule[0] == 'n')
+        printf("cutrain: lr_scaling = none: learning_rate %g is used as is at batch %d; linear scaling would "
+               "multiply it by %d / the batch it was tuned for (set lr_scaling and base_batch)\n",
+               lr->learning_rate, lr->batch, lr->batch);
 }

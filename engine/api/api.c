@@ -1,5 +1,6 @@
 /* The public face: handles, status codes, per-handle messages (cutrain.h). */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,7 +301,9 @@ static ct_status choose_backend(ct_net *net, ct_device **dev, ct_backend **be)
     return open_cpu(net, dev, be);
 }
 
-/* The replicas (one for now) and their communicator. */
+/* The replicas (one for now) and their communicator; the batch is resolved on replica 0's device
+ * (batch = max | auto run their real steps there) before the run's binding, and lr_scaling follows
+ * the batch found. */
 static ct_status open_replicas(ct_net *net)
 {
     ct_device *dev = NULL;
@@ -321,14 +324,24 @@ static ct_status open_replicas(ct_net *net)
         return ct_fail(&net->err, CT_ERR_NOMEM, "out of memory for replicas");
     }
     net->n_replicas = 1;
-    net->batch = net->cfg.train.batch;
-    st = ct_replica_open(&net->replicas[0], 0, dev, be, &net->cfg, net->graph.input, net->graph.classes,
-                         net->batch, net->cfg.train.seed, memory_limit(&net->cfg.train), &net->err);
+    ct_replica *r = &net->replicas[0];
+    *r = (ct_replica){.rank = 0, .dev = dev, .be = be};
+    st = dev->ops->activate(dev, &net->err);
+    if (st == CT_OK)
+        st = ct_comm_single_create(&net->comm, &net->err);
+    if (st == CT_OK)
+        st = ct_batch_resolve(net, &net->batch);
+    if (st == CT_OK) {
+        net->cfg.train.lr_factor = ct_lr_factor(&net->cfg.train, net->batch);
+        /* an allocation failure here is explained by the binding (device, batch, plan) */
+        st = ct_replica_bind(r, &net->cfg, net->graph.input, net->graph.classes, net->batch, net->cfg.train.seed,
+                             memory_limit(&net->cfg.train), &net->err);
+    }
     if (st == CT_OK && net->cfg.train.precision == CT_PREC_FP16) {
         ct_scaler s = ct_train_scaler_start(&net->cfg.train);
         st = be->ops->scaler_set(be, &s, &net->err);
     }
-    return st == CT_OK ? ct_comm_single_create(&net->comm, &net->err) : st;
+    return st;
 }
 
 static ct_status allocate_host(ct_net *net)
@@ -401,12 +414,13 @@ ct_status ct_prepare(ct_net *net)
     if (st == CT_OK && net->train.classes > net->graph.classes)
         st = ct_fail(err, CT_ERR_DATA, "the training labels go up to %d but the network has %d classes",
                      net->train.classes - 1, net->graph.classes);
+    /* before the replicas: a batch search stages normalised batches */
+    if (st == CT_OK)
+        ct_augment_from_config(&net->augment, &net->cfg.data, net->graph.input.c);
     if (st == CT_OK)
         st = open_replicas(net);
     if (st == CT_OK)
         st = allocate_host(net);
-    if (st == CT_OK)
-        ct_augment_from_config(&net->augment, &net->cfg.data, net->graph.input.c);
     if (st == CT_OK)
         st = open_pipeline(net);
     if (st != CT_OK) {
@@ -421,6 +435,22 @@ ct_status ct_prepare(ct_net *net)
     return CT_OK;
 }
 
+ct_status ct_prepare_inference(ct_net *net)
+{
+    if (!net)
+        return CT_ERR_USAGE;
+    if (net->prepared)
+        return CT_OK;
+    ct_status st = ct_net_build_graph(net);
+    if (st != CT_OK)
+        return st;
+    net->inference = 1;
+    /* refused before any data loads (ct_batch_resolve words it) */
+    if (net->cfg.train.batch_mode != CT_BATCH_FIXED)
+        return ct_batch_resolve(net, &net->batch);
+    return ct_prepare(net);
+}
+
 ct_status ct_fit(ct_net *net, const ct_callbacks *callbacks)
 {
     ct_status st = ct_prepare(net);
@@ -431,7 +461,7 @@ ct_status ct_evaluate(ct_net *net, ct_eval_result *result)
 {
     if (!net || !result)
         return CT_ERR_USAGE;
-    ct_status st = ct_prepare(net);
+    ct_status st = ct_prepare_inference(net);
     if (st != CT_OK)
         return st;
     if (net->test.count == 0)
@@ -483,12 +513,87 @@ const char *ct_backend_note(const ct_net *net)
 
 int ct_batch_size(const ct_net *net)
 {
-    return net && net->graph_built ? net->cfg.train.batch : 0;
+    if (!net || !net->graph_built)
+        return 0;
+    return net->prepared ? net->batch : net->cfg.train.batch;
+}
+
+ct_status ct_batch_search_get(ct_net *net, ct_batch_search *out)
+{
+    if (!net || !out)
+        return CT_ERR_USAGE;
+    ct_status st = ct_prepare(net);
+    if (st == CT_OK)
+        *out = net->search;
+    return st;
+}
+
+ct_status ct_lr_scaling_get(ct_net *net, ct_lr_scaling_info *out)
+{
+    static const char *const rules[] = {"none", "linear", "sqrt"};
+    if (!net || !out)
+        return CT_ERR_USAGE;
+    ct_status st = ct_prepare(net);
+    if (st != CT_OK)
+        return st;
+    const ct_train_config *t = &net->cfg.train;
+    *out = (ct_lr_scaling_info){
+        .rule = rules[t->lr_scaling], .batch = net->batch, .base_batch = t->base_batch,
+        .learning_rate = t->learning_rate, .factor = t->lr_factor,
+        .linear_factor = t->base_batch > 0 ? (double)net->batch / (double)t->base_batch : 0.0,
+    };
+    return CT_OK;
 }
 
 long ct_train_images(const ct_net *net)
 {
     return net ? net->train.count : 0;
+}
+
+/* The device whose free memory bounds the batch: replica 0's once prepared, else the one that would
+ * train (a CUDA device is opened for the question and handed back in *owned). */
+static ct_status budget_device(ct_net *net, ct_device *cpu, ct_device **dev, ct_device **owned)
+{
+    *owned = NULL;
+    *dev = net->n_replicas ? net->replicas[0].dev : cpu;
+#ifdef CUTRAIN_HAVE_CUDA
+    if (!net->n_replicas && strcmp(net->cfg.train.devices, "cpu") != 0) {
+        int count = 0;
+        ct_cuda_devices(&count, NULL, 0);
+        if (count > 0) {
+            int ordinal = first_device(net, count);
+            if (ordinal < 0)
+                return CT_ERR_CONFIG;
+            ct_status st = ct_cuda_device_create(owned, ordinal, &net->err);
+            if (st != CT_OK)
+                return st;
+            *dev = *owned;
+        }
+    }
+#endif
+    return CT_OK;
+}
+
+/* max_batch, budget and exceeds_cap of *info (whose total is the plan at info->batch). */
+static ct_status fill_budget(ct_net *net, ct_device *cpu, ct_backend *be, ct_memory_info *info)
+{
+    const ct_train_config *t = &net->cfg.train;
+    size_t budget = 0, cap = 0;
+    ct_device *dev = NULL, *owned = NULL;
+    ct_status st = t->memory == CT_MEMORY_LIMIT ? CT_OK : budget_device(net, cpu, &dev, &owned);
+    if (st == CT_OK)
+        st = ct_memory_budget(t, dev ? dev : cpu, &budget, &cap, &net->err);
+    if (owned)
+        owned->ops->destroy(owned);
+    if (st != CT_OK)
+        return st;
+    /* capped by batch_max, else the training set once loaded (before, by nothing but memory) */
+    long count = net->train.count > 0 ? net->train.count : 1L << 22;
+    int batch_max = t->batch_max ? t->batch_max : (int)(count < INT_MAX ? count : INT_MAX);
+    info->budget = (long long)budget;
+    info->max_batch = ct_graph_max_batch(&net->graph, be, t->optimizer, budget, batch_max);
+    info->exceeds_cap = cap && (size_t)info->total > cap;
+    return CT_OK;
 }
 
 ct_status ct_memory_info_get(ct_net *net, int batch, ct_memory_info *info)
@@ -498,8 +603,6 @@ ct_status ct_memory_info_get(ct_net *net, int batch, ct_memory_info *info)
     ct_status st = ct_net_build_graph(net);
     if (st != CT_OK)
         return st;
-    if (batch == 0)
-        batch = net->cfg.train.batch;
     /* the plan asks a backend for its workspace and its own buffers: the one that trains once
      * prepared, before that a CPU one, which allocates nothing to answer */
     ct_device *dev = NULL;
@@ -509,6 +612,16 @@ ct_status ct_memory_info_get(ct_net *net, int batch, ct_memory_info *info)
         if (st == CT_OK)
             st = ct_cpu_backend_create(&be, dev, &net->err);
     }
+    ct_device *budget_dev = net->n_replicas ? net->replicas[0].dev : dev;
+    ct_memory_info fit = {0};
+    /* a batch still to be searched for: the largest that fits, what batch = max would start from */
+    if (st == CT_OK && batch == 0 && !net->prepared && net->cfg.train.batch_mode != CT_BATCH_FIXED)
+        st = fill_budget(net, budget_dev, be, &fit);
+    if (batch == 0)
+        batch = net->prepared ? net->batch : net->cfg.train.batch_mode == CT_BATCH_FIXED ? net->cfg.train.batch
+                                                                                         : fit.max_batch;
+    if (batch == 0)
+        batch = 8;
     if (st == CT_OK) {
         ct_memory_plan p;
         ct_graph_plan(&net->graph, be, batch, net->cfg.train.optimizer, &p);
@@ -522,6 +635,7 @@ ct_status ct_memory_info_get(ct_net *net, int batch, ct_memory_info *info)
             .bf16 = (long long)p.by_dtype[CT_DTYPE_BF16], .int32 = (long long)p.by_dtype[CT_DTYPE_I32],
             .uint8 = (long long)p.by_dtype[CT_DTYPE_U8],
         };
+        st = fill_budget(net, budget_dev, be, info);
     }
     if (dev) {   /* the CPU pair made above, not the replica's */
         if (be)

@@ -138,7 +138,7 @@ ct_status ct_predict(ct_net *net, const unsigned char *images, long count, int *
 {
     if (!net || (!images && count > 0) || count < 0)
         return net ? ct_fail(&net->err, CT_ERR_USAGE, "ct_predict: bad arguments") : CT_ERR_USAGE;
-    ct_status st = ct_prepare(net);
+    ct_status st = ct_prepare_inference(net);
     if (st != CT_OK)
         return st;
     /* predictions need no agreement between replicas: the first one makes them */

@@ -31,6 +31,8 @@ struct ct_net {
     long *order;             /* (train.count) this epoch's sample order */
     long *eval_order;        /* (batch) indices of one evaluation batch */
     int batch;               /* per step, over all replicas */
+    ct_batch_search search;  /* what batch = max | auto tried (mode "fixed" otherwise) */
+    int inference;           /* prepared for evaluation and prediction only (no batch search) */
 
     int epoch;               /* epochs completed */
     long step;               /* optimizer steps taken */
@@ -67,6 +69,18 @@ ct_scaler ct_train_scaler_start(const ct_train_config *t);
 /* One optimizer step on every replica's batch in its network's input tensors (n samples each),
  * at learning rate lr. */
 ct_status ct_train_step(ct_net *net, int n, float lr, ct_err *err);
+/* [train] batch resolved on replica 0's device and backend (nothing bound): a number as given, or
+ * batch = max | auto searched with real steps (batch_search.c); fills net->search. */
+ct_status ct_batch_resolve(ct_net *net, int *batch);
+/* The bytes a plan may take on a device that would train (every device in `devices` once there
+ * are several; replica 0's today): the memory = limit: cap, else the device's free memory, less
+ * memory_margin. *cap is the cap (0 without one). */
+ct_status ct_memory_budget(const ct_train_config *t, ct_device *dev, size_t *budget, size_t *cap, ct_err *err);
+/* Out of memory (st CT_ERR_NOMEM) while binding or training: appends the device, the batch, its
+ * plan and the budget to the message, and with a fixed batch suggests batch = max. Returns st. */
+ct_status ct_oom_explain(ct_net *net, ct_status st);
+/* learning_rate's multiplier under lr_scaling at `batch`. */
+double ct_lr_factor(const ct_train_config *t, int batch);
 /* Learning rate at `step` (0-based) per the schedule and warm-up (optim.c). */
 float ct_schedule_lr(const ct_train_config *t, long step, long steps_per_epoch);
 /* Adam's bias correction 1 - beta^t, computed in double: it is tiny on the first steps. */

@@ -44,9 +44,22 @@ void ct_ini_free(ct_ini *ini);
 #define CT_MAX_NAME 64
 #define CT_MAX_INPUTS 8   /* producers one layer may read */
 
+#define CT_MAX_BATCH_CANDIDATES 16
+
 typedef struct ct_train_config {
     int epochs;
-    int batch;
+    int batch;               /* the batch for CT_BATCH_FIXED; 0 until a search resolves it */
+    ct_batch_mode batch_mode;
+    int batch_line;          /* file line of `batch`, 0 when from --set or the default */
+    float memory_margin;     /* fraction of the budget kept free by max and auto (0 .. 0.5) */
+    int batch_max;           /* upper bound of max and auto; 0: the training set size */
+    float batch_search_seconds;  /* auto: stop trying larger candidates after this long */
+    int batch_candidates[CT_MAX_BATCH_CANDIDATES];  /* auto: the batches to try, ascending */
+    int n_batch_candidates;  /* 0: doubling from 32 */
+    ct_lr_scaling lr_scaling;
+    int base_batch;          /* the batch learning_rate was tuned for; 0 when not given */
+    double lr_factor;        /* learning_rate's multiplier from lr_scaling at the resolved batch
+                              * (1 until resolved, and with none) */
     ct_optimizer optimizer;
     float learning_rate;
     float momentum;          /* momentum optimizer */

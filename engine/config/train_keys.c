@@ -10,10 +10,11 @@
 static const char *const optimizer_names[] = {"sgd", "momentum", "adam", "adamw", NULL};
 static const char *const schedule_names[] = {"constant", "step", "cosine", NULL};
 static const char *const precision_names[] = {"fp32", "fp16", "bf16", NULL};
+static const char *const lr_scaling_names[] = {"none", "linear", "sqrt", NULL};
 
 /* CT_KEY_ENUM writes an int */
 _Static_assert(sizeof(ct_optimizer) == sizeof(int) && sizeof(ct_schedule) == sizeof(int) &&
-                   sizeof(ct_precision) == sizeof(int),
+                   sizeof(ct_precision) == sizeof(int) && sizeof(ct_lr_scaling) == sizeof(int),
                "enums must be int-sized");
 
 static ct_status parse_batch(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
@@ -21,6 +22,8 @@ static ct_status parse_devices(const ct_value_ctx *, const ct_key_spec *, const 
 static ct_status parse_graph(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 static ct_status parse_memory(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 static ct_status parse_loss_scale(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
+static ct_status parse_margin(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
+static ct_status parse_candidates(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 
 #define T(f) offsetof(ct_train_config, f)
 
@@ -28,6 +31,16 @@ static const ct_key_spec train_keys[] = {
     {.name = "epochs", .kind = CT_KEY_INT, .offset = T(epochs), .def = "10", .flags = CT_KEY_HAS_MIN, .min = 1},
     {.name = "batch", .kind = CT_KEY_CUSTOM, .parse = parse_batch, .offset = T(batch), .def = "64",
      .flags = CT_KEY_HAS_MIN, .min = 1},
+    /* max and auto: what they keep free, how large they may go, how long auto may measure */
+    {.name = "memory_margin", .kind = CT_KEY_CUSTOM, .parse = parse_margin, .offset = T(memory_margin),
+     .def = "10%"},
+    {.name = "batch_max", .kind = CT_KEY_INT, .offset = T(batch_max), .flags = CT_KEY_HAS_MIN, .min = 1},
+    {.name = "batch_search_seconds", .kind = CT_KEY_FLOAT, .offset = T(batch_search_seconds), .def = "30",
+     .flags = CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN, .min = 0},
+    {.name = "batch_candidates", .kind = CT_KEY_CUSTOM, .parse = parse_candidates},
+    {.name = "lr_scaling", .kind = CT_KEY_ENUM, .offset = T(lr_scaling), .def = "none", .names = lr_scaling_names,
+     .label = "lr_scaling"},
+    {.name = "base_batch", .kind = CT_KEY_INT, .offset = T(base_batch), .flags = CT_KEY_HAS_MIN, .min = 1},
     {.name = "optimizer", .kind = CT_KEY_ENUM, .offset = T(optimizer), .def = "adam", .names = optimizer_names,
      .label = "optimizer"},
     {.name = "learning_rate", .kind = CT_KEY_FLOAT, .offset = T(learning_rate), .def = "0.001",
@@ -77,16 +90,81 @@ static const ct_key_spec train_keys[] = {
 static const ct_key_table train_table = CT_KEY_TABLE(train_keys);
 static const ct_key_set train_set = {&train_table, 1, NULL, NULL, NULL, CT_MISPLACED_SETTING};
 
-/* batch = N; `auto` is reserved for the memory planner. */
+/* batch = N | max | auto. A misspelt word gets the nearest one; a number keeps its range check. */
 static ct_status parse_batch(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
 {
-    if (strcmp(text, "auto") == 0)
-        return ct_fail_value(vc, "batch = auto is not available yet (it needs the memory planner); give a number");
+    ct_train_config *t = base;
+    t->batch_line = vc->entry ? vc->entry->line : 0;
+    if (strcmp(text, "max") == 0 || strcmp(text, "auto") == 0) {
+        t->batch_mode = text[0] == 'm' ? CT_BATCH_MAX : CT_BATCH_AUTO;
+        t->batch = 0;
+        return CT_OK;
+    }
     long v = 0;
+    if (!isdigit((unsigned char)text[0]) && text[0] != '-' && text[0] != '+') {
+        ct_suggestion s = ct_suggest_start(text);
+        ct_suggest_consider(&s, "max");
+        ct_suggest_consider(&s, "auto");
+        char hint[64];
+        return ct_fail_value(vc, "bad batch '%s'%s; expected a number, max (the largest that fits memory) or auto "
+                                 "(the fastest per image)", text, ct_did_you_mean(&s, hint, sizeof hint));
+    }
     ct_status st = ct_key_read_integer(vc, ks, text, INT_MIN, INT_MAX, &v);
-    if (st == CT_OK)
-        ((ct_train_config *)base)->batch = (int)v;
+    if (st == CT_OK) {
+        t->batch_mode = CT_BATCH_FIXED;
+        t->batch = (int)v;
+    }
     return st;
+}
+
+/* memory_margin = 10% (or 10): a percentage, 0 to 50, kept as a fraction. */
+static ct_status parse_margin(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
+{
+    float *dst = (float *)((char *)base + ks->offset);
+    char num[64];
+    size_t len = strlen(text);
+    if (len > 0 && text[len - 1] == '%')
+        len--;
+    double v = 0;
+    if (len == 0 || len >= sizeof num)
+        return ct_fail_value(vc, "bad memory_margin '%s'; expected a percentage from 0%% to 50%% such as 10%%", text);
+    memcpy(num, text, len);
+    num[len] = '\0';
+    if (!ct_strict_float(num, &v))
+        return ct_fail_value(vc, "bad memory_margin '%s'; expected a percentage from 0%% to 50%% such as 10%%", text);
+    if (v < 0 || v > 50)
+        return ct_fail_value(vc, "[train] memory_margin must be between 0%% and 50%%, got %s (nearest valid: %s)", text,
+                             v < 0 ? "0%" : "50%");
+    *dst = (float)(v / 100.0);
+    return CT_OK;
+}
+
+/* batch_candidates = 32, 64, 128: distinct positive batches, kept ascending. */
+static ct_status parse_candidates(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
+{
+    ct_train_config *t = base;
+    ct_item_list list;
+    ct_status st = ct_split_items(vc, ks, text, &list);
+    if (st != CT_OK)
+        return st;
+    if (list.n > CT_MAX_BATCH_CANDIDATES)
+        return ct_fail_value(vc, "batch_candidates lists %d batches; at most %d", list.n, CT_MAX_BATCH_CANDIDATES);
+    int n = 0;
+    for (int i = 0; i < list.n; i++) {
+        long v;
+        if (ct_strict_long(list.item[i], &v) != 0 || v < 1 || v > INT_MAX)
+            return ct_fail_value(vc, "bad batch '%s' in batch_candidates = %s; expected a comma list of batches such "
+                                     "as 32, 64, 128", list.item[i], text);
+        int k = n;
+        for (; k > 0 && t->batch_candidates[k - 1] >= v; k--)
+            if (t->batch_candidates[k - 1] == v)
+                return ct_fail_value(vc, "batch %ld is listed twice in batch_candidates = %s", v, text);
+        memmove(t->batch_candidates + k + 1, t->batch_candidates + k, (size_t)(n - k) * sizeof *t->batch_candidates);
+        t->batch_candidates[k] = (int)v;
+        n++;
+    }
+    t->n_batch_candidates = n;
+    return CT_OK;
 }
 
 /* devices = cpu | all | 0,1,... stored without spaces. */
@@ -186,5 +264,14 @@ ct_status ct_config_read_train(ct_value_ctx *vc)
     /* decoupled decay is the point of adamw, so it gets a useful default */
     if (t->optimizer == CT_OPT_ADAMW && !ct_section_entry(vc->sec, "weight_decay"))
         t->weight_decay = 0.01f;
+    t->lr_factor = 1.0;
+    if (t->lr_scaling != CT_LR_SCALING_NONE && t->base_batch == 0) {
+        char example[32] = "64";
+        if (t->batch_mode == CT_BATCH_FIXED)
+            snprintf(example, sizeof example, "%d", t->batch);
+        return ct_fail_entry(vc, ct_section_entry(vc->sec, "lr_scaling"),
+                             "lr_scaling = %s needs base_batch, the batch learning_rate was tuned for (e.g. "
+                             "base_batch = %s)", lr_scaling_names[t->lr_scaling], example);
+    }
     return CT_OK;
 }

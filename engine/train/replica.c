@@ -11,20 +11,28 @@ ct_status ct_replica_open(ct_replica *r, int rank, ct_device *dev, ct_backend *b
     r->dev = dev;
     r->be = be;
     ct_status st = dev->ops->activate(dev, err);
+    return st == CT_OK ? ct_replica_bind(r, cfg, input, classes, batch, seed, limit, err) : st;
+}
+
+ct_status ct_replica_bind(ct_replica *r, const ct_config *cfg, ct_shape input, int classes, int batch, uint64_t seed,
+                          size_t limit, ct_err *err)
+{
+    ct_device *dev = r->dev;
+    ct_status st = ct_graph_build(&r->graph, cfg, input, classes, err);
     if (st == CT_OK)
-        st = ct_graph_build(&r->graph, cfg, input, classes, err);
-    if (st == CT_OK)
-        st = ct_graph_bind(&r->graph, be, batch, cfg->train.optimizer, seed, limit, err);
+        st = ct_graph_bind(&r->graph, r->be, batch, cfg->train.optimizer, seed, limit, err);
     for (int k = 0; k < CT_STAGING_SLOTS && st == CT_OK; k++) {
         r->host_x[k] = dev->ops->host_alloc(dev, ct_tensor_bytes(&r->graph.x));
         r->host_y[k] = dev->ops->host_alloc(dev, ct_tensor_bytes(&r->graph.labels));
         if (!r->host_x[k] || !r->host_y[k])
             st = ct_fail(err, CT_ERR_NOMEM, "out of memory for %d-sample input staging", batch);
     }
+    if (st != CT_OK)
+        ct_replica_unbind(r);
     return st;
 }
 
-void ct_replica_close(ct_replica *r)
+void ct_replica_unbind(ct_replica *r)
 {
     ct_device *dev = r->dev;
     if (dev) {
@@ -36,9 +44,20 @@ void ct_replica_close(ct_replica *r)
                 dev->ops->host_free(dev, r->host_x[k]);
             if (r->host_y[k])
                 dev->ops->host_free(dev, r->host_y[k]);
+            r->host_x[k] = NULL;
+            r->host_y[k] = NULL;
+            r->ticket[k] = 0;
         }
     }
     ct_graph_free(&r->graph);
+    r->next_slot = 0;
+    r->feed_ticket = r->next_feed_ticket = 0;
+}
+
+void ct_replica_close(ct_replica *r)
+{
+    ct_device *dev = r->dev;
+    ct_replica_unbind(r);
     if (r->be)
         r->be->ops->destroy(r->be);
     if (dev)

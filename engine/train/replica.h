@@ -27,6 +27,13 @@ typedef struct ct_replica {
 ct_status ct_replica_open(ct_replica *r, int rank, ct_device *dev, ct_backend *be, const ct_config *cfg,
                           ct_shape input, int classes, int batch, uint64_t seed, size_t limit, ct_err *err);
 void ct_replica_close(ct_replica *r);
+/* Builds the network from cfg and binds it at `batch` on the replica's device and backend, with
+ * host staging for whole batches (ct_replica_open's second half). On failure the replica holds
+ * nothing bound and may be bound again (the batch search retries smaller batches this way). */
+ct_status ct_replica_bind(ct_replica *r, const ct_config *cfg, ct_shape input, int classes, int batch, uint64_t seed,
+                          size_t limit, ct_err *err);
+/* Frees what ct_replica_bind made, keeping the device and backend. */
+void ct_replica_unbind(ct_replica *r);
 
 /* A host slot to assemble the next batch in: waits only for the copy that last read it. */
 ct_status ct_replica_host_slot(ct_replica *r, float **x, int32_t **y, int *slot, ct_err *err);

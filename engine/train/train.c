@@ -379,7 +379,7 @@ ct_status ct_train_fit(ct_net *net, const ct_callbacks *cb)
         ct_epoch_stats es;
         ct_status st = run_epoch(net, cb, &es);
         if (st != CT_OK)
-            return st;
+            return ct_oom_explain(net, st);
         net->epoch++;
         if (cb && cb->on_epoch && cb->on_epoch(&es, cb->user))
             return ct_fail(&net->err, CT_ERR_STOPPED, "training stopped by the epoch callback after epoch %d",

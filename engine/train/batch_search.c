@@ -1,0 +1,376 @@
+/* batch = max | auto: the batch found against the memory budget and confirmed, or chosen for speed,
+ * by real training steps on replica 0 before the run's own binding.
+ *
+ * max: the largest multiple of 8 (at most batch_max) whose memory plan fits the budget, then a few
+ * real steps at it; an allocation failure there (from the binding or the steps) takes a tenth off,
+ * rounded down to a multiple of 8, and tries again. auto: real steps at candidates doubling from 32
+ * up to what max would pick (or batch_candidates), until images/s has not improved by 5% for two
+ * candidates in a row or batch_search_seconds have passed; the smallest batch within 5% of the
+ * best measured wins, since past saturation a larger batch buys no speed and costs generalisation.
+ *
+ * Every trial binds the network afresh and unbinds it; the run then binds at the winner from the
+ * seed, and the step count and metrics go back to zero, so training after a search is the training
+ * of a run configured with that number. Synchronising here is fine: no training step is running. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/handle.h"
+
+enum {
+    WARMUP_STEPS = 2,      /* the first step of a shape runs directly, the second is captured */
+    TIMED_STEPS = 3,
+    CONFIRM_STEPS = 1,     /* max: timed after the warm-up, so its row has a figure too */
+    MAX_TIMED_STEPS = 64,
+    AUTO_FIRST = 32,
+    UNBOUNDED_BATCH = 1 << 22,   /* batch_max before the training set's size is known */
+};
+#define MIN_WINDOW_MS 50.0   /* a window shorter than this is timed again, longer */
+#define SATURATION 0.05      /* 5%: within it of the best is as fast; beyond it is an improvement */
+
+static const char *const mode_names[] = {"fixed", "max", "auto"};
+
+static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+ct_status ct_memory_budget(const ct_train_config *t, ct_device *dev, size_t *budget, size_t *cap, ct_err *err)
+{
+    size_t room = 0, total = 0;
+    *cap = t->memory == CT_MEMORY_LIMIT ? (size_t)t->memory_limit_mib << 20 : 0;
+    if (*cap) {
+        room = *cap;
+    } else {
+        ct_status st = dev->ops->memory(dev, &room, &total, err);
+        if (st != CT_OK)
+            return st;
+    }
+    *budget = (size_t)((double)room * (1.0 - (double)t->memory_margin));
+    return CT_OK;
+}
+
+static size_t plan_total(ct_net *net, ct_backend *be, int batch, ct_memory_plan *p)
+{
+    ct_graph_plan(&net->graph, be, batch, net->cfg.train.optimizer, p);
+    return p->total;
+}
+
+/* The largest batch whose plan fits: a multiple of 8, or batch_max itself below 8. */
+static int largest_fitting(ct_net *net, ct_backend *be, size_t budget, int batch_max)
+{
+    int b = ct_graph_max_batch(&net->graph, be, net->cfg.train.optimizer, budget, batch_max);
+    ct_memory_plan p;
+    if (b == 0 && batch_max < 8 && plan_total(net, be, batch_max, &p) <= budget)
+        b = batch_max;
+    return b;
+}
+
+/* Appends a row (the table keeps the first CT_BATCH_TRIALS; later ones go to *spare). */
+static ct_batch_trial *add_trial(ct_batch_search *s, ct_batch_trial *spare, int batch, int fits, double ips,
+                                 size_t plan, const char *note)
+{
+    ct_batch_trial *t = s->n_trials < CT_BATCH_TRIALS ? &s->trials[s->n_trials++] : spare;
+    *t = (ct_batch_trial){.batch = batch, .fits = fits, .images_per_s = ips, .plan_bytes = (long long)plan};
+    snprintf(t->note, sizeof t->note, "%s", note);
+    return t;
+}
+
+/* "[train] batch = max: <detail>" at the batch line (the section's when it came from --set):
+ * where the search was asked for. */
+static ct_status fail_batch(ct_net *net, ct_status status, const char *detail)
+{
+    const ct_train_config *t = &net->cfg.train;
+    int line = t->batch_line > 0 ? t->batch_line : t->line;
+    return ct_fail_at(&net->err, status, net->cfg.file, line, "[train] batch = %s: %s", mode_names[t->batch_mode],
+                      detail);
+}
+
+/* Batch 8 (or batch_max below it) does not fit the budget. */
+static ct_status too_small(ct_net *net, ct_replica *r, size_t budget, size_t cap, int batch_max)
+{
+    const ct_train_config *t = &net->cfg.train;
+    int b = batch_max < 8 ? batch_max : 8;
+    ct_memory_plan p;
+    plan_total(net, r->be, b, &p);
+    char detail[600];
+    int used = snprintf(detail, sizeof detail,
+                        "batch %d needs %.1f MiB (parameters and gradients %.1f, optimizer %.1f, activations %.1f, "
+                        "activation gradients %.1f, workspace %.1f, inputs %.1f)",
+                        b, mib(p.total), mib(p.params + p.params_half), mib(p.optimizer), mib(p.activations),
+                        mib(p.gradients), mib(p.workspace), mib(p.inputs));
+    double keep = 1.0 - (double)t->memory_margin;
+    if (cap) {
+        long need = (long)ceil(mib(p.total) / (keep > 0 ? keep : 1.0));
+        snprintf(detail + used, sizeof detail - (size_t)used,
+                 ", more than memory = limit:%ld less memory_margin %.0f%% leaves (%.1f MiB); raise the limit to "
+                 "at least limit:%ld", t->memory_limit_mib, 100.0 * t->memory_margin, mib(budget), need);
+        return fail_batch(net, CT_ERR_CONFIG, detail);
+    }
+    snprintf(detail + used, sizeof detail - (size_t)used,
+             ", more than the %.1f MiB %s device %d has free less memory_margin %.0f%%; free memory on the device "
+             "or use a smaller network", mib(budget), r->dev->ops->name, r->dev->ordinal, 100.0 * t->memory_margin);
+    return fail_batch(net, CT_ERR_NOMEM, detail);
+}
+
+/* Submits the first `batch` training samples (wrapping round a small set), unaugmented: real
+ * images for the steps to work on. */
+static ct_status stage(ct_net *net, ct_replica *r, int batch, ct_err *err)
+{
+    long *idx = malloc((size_t)batch * sizeof *idx);
+    if (!idx)
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory for a %d-sample batch", batch);
+    for (int i = 0; i < batch; i++)
+        idx[i] = i % net->train.count;
+    ct_status st = ct_train_stage_batch(net, r, &net->train, idx, batch, 0, 0, err);
+    free(idx);
+    return st;
+}
+
+static ct_status run_steps(ct_net *net, int batch, int steps, ct_err *err)
+{
+    float lr = (float)(net->cfg.train.learning_rate * ct_lr_factor(&net->cfg.train, batch));
+    ct_status st = CT_OK;
+    for (int i = 0; i < steps && st == CT_OK; i++)
+        st = ct_train_step(net, batch, lr, err);
+    return st;
+}
+
+/* Binds replica 0 at `batch`, runs the real train step on a real batch (warm-up, then `timed` steps
+ * between two timing marks, again for longer when that was too short to time), unbinds. *ips: the
+ * timed images per second. */
+static ct_status try_batch(ct_net *net, ct_replica *r, int batch, int timed, double *ips, ct_err *err)
+{
+    const ct_train_config *t = &net->cfg.train;
+    ct_device *dev = r->dev;
+    size_t limit = t->memory == CT_MEMORY_LIMIT ? (size_t)t->memory_limit_mib << 20 : 0;
+    double ms = 0.0;
+    int n = timed;
+    *ips = -1.0;
+    ct_status st = ct_replica_bind(r, &net->cfg, net->graph.input, net->graph.classes, batch, t->seed, limit, err);
+    if (st != CT_OK)
+        return st;
+    st = stage(net, r, batch, err);
+    if (st == CT_OK)
+        st = run_steps(net, batch, WARMUP_STEPS, err);
+    for (int round = 0; round < 2 && st == CT_OK; round++) {
+        st = dev->ops->mark(dev, 0, err);
+        if (st == CT_OK)
+            st = run_steps(net, batch, n, err);
+        if (st == CT_OK)
+            st = dev->ops->mark(dev, 1, err);
+        if (st == CT_OK)
+            st = dev->ops->elapsed(dev, 0, 1, &ms, err);
+        if (st != CT_OK || ms >= MIN_WINDOW_MS)
+            break;
+        /* too short to time well: once more, long enough for about twice the minimum */
+        int more = ms > 0 ? (int)ceil(n * 2.0 * MIN_WINDOW_MS / ms) : MAX_TIMED_STEPS;
+        if (round == 0)
+            n = more > MAX_TIMED_STEPS ? MAX_TIMED_STEPS : more < n ? n : more;
+    }
+    if (st == CT_OK)
+        st = dev->ops->synchronize(dev, err);
+    ct_replica_unbind(r);
+    if (st == CT_OK)
+        *ips = ms > 0 ? (double)batch * n / (ms / 1000.0) : 0.0;
+    return st;
+}
+
+static ct_status search_max(ct_net *net, ct_replica *r, size_t budget, size_t cap, int batch_max, int *out)
+{
+    ct_batch_search *s = &net->search;
+    ct_err *err = &net->err;
+    ct_batch_trial spare;
+    ct_memory_plan p;
+    int b = largest_fitting(net, r->be, budget, batch_max);
+    if (b == 0)
+        return too_small(net, r, budget, cap, batch_max);
+    if (b + 8 <= batch_max && plan_total(net, r->be, b + 8, &p) > budget)
+        add_trial(s, &spare, b + 8, 0, -1.0, p.total, "plan over the budget");
+    int backoffs = 0;
+    for (;;) {
+        double ips = -1.0;
+        size_t plan = plan_total(net, r->be, b, &p);
+        ct_status st = try_batch(net, r, b, CONFIRM_STEPS, &ips, err);
+        if (st == CT_OK) {
+            add_trial(s, &spare, b, 1, ips, plan, "chosen");
+            *out = b;
+            break;
+        }
+        if (st != CT_ERR_NOMEM)
+            return st;
+        add_trial(s, &spare, b, 0, -1.0, plan, "allocation failed");
+        /* a tenth off, rounded down to a multiple of 8 */
+        int next = (b - b / 10) / 8 * 8;
+        if (next >= b)
+            next = b - 8;
+        if (next < 1)
+            return ct_fail(err, CT_ERR_NOMEM, "[train] batch = max: allocation failed down to batch %d (%s)", b,
+                           err->msg);
+        b = next;
+        backoffs++;
+    }
+    if (backoffs)
+        snprintf(s->reason, sizeof s->reason,
+                 "batch %d: the largest whose plan fits %.1f MiB, less a tenth %d time%s after allocation "
+                 "failures; real steps ran at it", *out, mib(budget), backoffs, backoffs == 1 ? "" : "s");
+    else
+        snprintf(s->reason, sizeof s->reason, "batch %d: the largest %s whose plan fits %.1f MiB%s; real steps ran "
+                                              "at it", *out, *out % 8 ? "batch" : "multiple of 8", mib(budget),
+                 *out + 8 > batch_max ? " (batch_max caps it)" : "");
+    return CT_OK;
+}
+
+/* auto's candidates: batch_candidates, else doubling from 32 up to max_b, and max_b itself. */
+static int auto_candidates(const ct_train_config *t, int max_b, int *c)
+{
+    int n = 0;
+    if (t->n_batch_candidates) {
+        for (int i = 0; i < t->n_batch_candidates; i++)
+            c[n++] = t->batch_candidates[i];
+        return n;
+    }
+    for (long b = AUTO_FIRST; b <= max_b && n < CT_BATCH_TRIALS - 1; b *= 2)
+        c[n++] = (int)b;
+    if (n == 0 || c[n - 1] < max_b)
+        c[n++] = max_b;
+    return n;
+}
+
+static ct_status search_auto(ct_net *net, ct_replica *r, size_t budget, size_t cap, int batch_max, int *out)
+{
+    const ct_train_config *t = &net->cfg.train;
+    ct_batch_search *s = &net->search;
+    ct_err *err = &net->err;
+    ct_batch_trial spare;
+    ct_memory_plan p;
+    int max_b = largest_fitting(net, r->be, budget, batch_max);
+    if (max_b == 0)
+        return too_small(net, r, budget, cap, batch_max);
+    int cand[CT_BATCH_TRIALS];
+    int n_cand = auto_candidates(t, max_b, cand);
+    double started = now_seconds(), best = 0.0;
+    int best_batch = 0, stale = 0, measured = 0;
+    const char *stop = "every candidate was measured";
+    for (int i = 0; i < n_cand; i++) {
+        int b = cand[i];
+        size_t plan = plan_total(net, r->be, b, &p);
+        if (b > max_b) {
+            add_trial(s, &spare, b, 0, -1.0, plan, b > batch_max ? "over batch_max" : "plan over the budget");
+            continue;
+        }
+        if (measured && now_seconds() - started > t->batch_search_seconds) {
+            stop = "batch_search_seconds ran out";
+            break;
+        }
+        double ips = -1.0;
+        ct_status st = try_batch(net, r, b, TIMED_STEPS, &ips, err);
+        if (st == CT_ERR_NOMEM) {
+            /* larger candidates would fail too */
+            add_trial(s, &spare, b, 0, -1.0, plan, "allocation failed");
+            stop = "an allocation failed";
+            break;
+        }
+        if (st != CT_OK)
+            return st;
+        add_trial(s, &spare, b, 1, ips, plan, "");
+        measured++;
+        stale = ips > best * (1.0 + SATURATION) ? 0 : stale + 1;
+        if (ips > best) {
+            best = ips;
+            best_batch = b;
+        }
+        if (stale >= 2) {
+            stop = "images/s did not improve by 5% for two candidates in a row";
+            break;
+        }
+    }
+    if (!measured)
+        return ct_fail(err, CT_ERR_NOMEM, "[train] batch = auto: no candidate batch could be bound (%s)", err->msg);
+    /* the smallest measured batch within 5% of the best */
+    ct_batch_trial *win = NULL;
+    for (int i = 0; i < s->n_trials; i++) {
+        ct_batch_trial *tr = &s->trials[i];
+        if (tr->fits && tr->images_per_s >= (1.0 - SATURATION) * best && (!win || tr->batch < win->batch))
+            win = tr;
+    }
+    if (!win)   /* every measured row is in the table, which holds more rows than there are candidates */
+        return ct_fail(err, CT_ERR_INTERNAL, "batch = auto: the measured batches are missing from the table");
+    snprintf(win->note, sizeof win->note, "chosen");
+    *out = win->batch;
+    snprintf(s->reason, sizeof s->reason,
+             "batch %d: %.0f images/s, the smallest batch within 5%% of the best measured (%.0f at batch %d); %s",
+             win->batch, win->images_per_s, best, best_batch, stop);
+    return CT_OK;
+}
+
+ct_status ct_batch_resolve(ct_net *net, int *batch)
+{
+    const ct_train_config *t = &net->cfg.train;
+    ct_batch_search *s = &net->search;
+    memset(s, 0, sizeof *s);
+    s->mode = mode_names[t->batch_mode];
+    if (t->batch_mode == CT_BATCH_FIXED) {
+        *batch = s->batch = t->batch;
+        return CT_OK;
+    }
+    if (net->inference)
+        return fail_batch(net, CT_ERR_CONFIG, "it finds a training batch by measuring training steps, which "
+                                              "evaluation and prediction do not take; give them a number (batch = "
+                                              "N, or --batch N)");
+    ct_train_apply_threads(net);
+    /* one device trains until mirrored data parallelism lands: its budget is every device's */
+    ct_replica *r = &net->replicas[0];
+    size_t budget = 0, cap = 0;
+    ct_status st = ct_memory_budget(t, r->dev, &budget, &cap, &net->err);
+    if (st != CT_OK)
+        return st;
+    s->budget = (long long)budget;
+    long count = net->train.count > 0 ? net->train.count : UNBOUNDED_BATCH;
+    int batch_max = t->batch_max ? t->batch_max : (int)(count < INT_MAX ? count : INT_MAX);
+    long step = net->step;
+    int found = 0;
+    st = t->batch_mode == CT_BATCH_MAX ? search_max(net, r, budget, cap, batch_max, &found)
+                                       : search_auto(net, r, budget, cap, batch_max, &found);
+    /* the trials' steps leave no trace: the run counts (and seeds dropout) from its own first step */
+    net->step = step;
+    if (st != CT_OK)
+        return st;
+    *batch = s->batch = found;
+    return CT_OK;
+}
+
+ct_status ct_oom_explain(ct_net *net, ct_status st)
+{
+    if (st != CT_ERR_NOMEM || !net->n_replicas || !net->graph_built)
+        return st;
+    ct_replica *r = &net->replicas[0];
+    const ct_train_config *t = &net->cfg.train;
+    ct_memory_plan p;
+    int batch = net->batch > 0 ? net->batch : t->batch;
+    plan_total(net, r->be, batch, &p);
+    char extra[400];
+    ct_err ignored;
+    size_t budget = 0, cap = 0;
+    int known = ct_memory_budget(t, r->dev, &budget, &cap, &ignored) == CT_OK;
+    int n = snprintf(extra, sizeof extra, " [training on %s at batch %d, plan %.1f MiB", r->dev->label, batch,
+                     mib(p.total));
+    if (known && n > 0 && (size_t)n < sizeof extra)
+        n += snprintf(extra + n, sizeof extra - (size_t)n, ", budget %.1f MiB (%s less memory_margin)", mib(budget),
+                      cap ? "the limit: cap" : "free memory");
+    if (n > 0 && (size_t)n < sizeof extra)
+        snprintf(extra + n, sizeof extra - (size_t)n, "%s]", t->batch_mode == CT_BATCH_FIXED
+                                                                 ? "; batch = max finds the largest batch that fits"
+                                                                 : "");
+    size_t used = strlen(net->err.msg);
+    if (used < sizeof net->err.msg - 1)
+        snprintf(net->err.msg + used, sizeof net->err.msg - used, "%s", extra);
+    return st;
+}
