@@ -17,8 +17,8 @@ void ct_gpu_model_h100(ct_gpu_model *m)
 }
 
 /* Per SM and clock: fp32 lanes, and dense fp16 tensor-core FLOPs with fp32 accumulation (the
- * data-center parts; GeForce parts halve the latter from 8.6 on, which only makes a layer look
- * faster than it is, never launch-bound when it is not). */
+ * data-center parts; GeForce parts halve the latter from 8.6 on, so on those a half layer's
+ * products look twice as fast as they are, and the check errs towards launch-bound). */
 static void arch_rates(int major, int minor, int *fp32_lanes, int *half_per_clock)
 {
     if (major < 7) {            /* no tensor cores: half runs on the CUDA cores, two lanes each */
