@@ -25,8 +25,8 @@ static ct_status gather(ct_net *net, const char *config, summary *s)
     if (s->count < 0)
         return ct_prepare(net); /* the count failed: this names the config's problem */
     s->batch = ct_batch_size(net);
-    s->layers = calloc((size_t)s->count, sizeof *s->layers);
-    s->launch = calloc((size_t)s->count, sizeof *s->launch);
+    s->layers = calloc((size_t)s->count + 1, sizeof *s->layers);
+    s->launch = calloc((size_t)s->count + 1, sizeof *s->launch);
     if (!s->layers || !s->launch)
         return CT_ERR_NOMEM;
     ct_status st = CT_OK;

@@ -57,7 +57,7 @@ ct_status ct_launch_report_get(ct_net *net, int batch, ct_launch_report *report,
     choose_model(net, &m);
     /* graph = auto means on for a GPU, and a GPU is what this models */
     double per_launch = net->cfg.train.graph == 0 ? CT_LAUNCH_US_DIRECT : CT_LAUNCH_US_GRAPH;
-    ct_layer_cost *costs = calloc((size_t)g->n_layers, sizeof *costs);
+    ct_layer_cost *costs = calloc((size_t)g->n_layers + 1, sizeof *costs);
     if (!costs)
         return ct_fail(&net->err, CT_ERR_NOMEM, "out of memory for the launch report");
     ct_step_cost s;
