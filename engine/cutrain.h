@@ -192,6 +192,38 @@ typedef struct ct_memory_usage {
     long long pinned_in_use, pinned_peak;  /* host memory for the input ring, counted apart */
 } ct_memory_usage;
 ct_status ct_memory_usage_get(ct_net *net, ct_memory_usage *out);
+/* The many-small-layers check, for the GPU that would train: the visible one (the first of
+ * `devices`), or an H100-class model (132 SMs at 1.98 GHz, 3.35 TB/s, 990 TFLOP/s dense fp16,
+ * 67 TFLOP/s fp32) where none is visible or devices = cpu. Each layer's forward + backward
+ * kernel time at the batch is estimated by a roofline, max(FLOPs / peak, bytes / bandwidth),
+ * and compared with the cost of launching its kernels (about 3 us each without CUDA graphs,
+ * 1 us inside a captured step); a layer whose kernels would finish sooner is launch-bound.
+ * Kernel counts are rough (a library call counts one kernel). Computed without allocating. */
+typedef struct ct_launch_layer {
+    int kernels;             /* forward + backward; 0 for an aliasing flatten */
+    double kernel_us;        /* the roofline's estimate, forward + backward at the batch */
+    double launch_us;        /* kernels x per_launch_us */
+    int launch_bound;        /* kernel_us < launch_us */
+} ct_launch_layer;
+typedef struct ct_launch_report {
+    int batch;
+    char device[128];        /* "NVIDIA H200 (132 SMs at 1.98 GHz, 4.8 TB/s)" or the model's */
+    int measured;            /* 1: the visible GPU's figures; 0: the H100-class model */
+    double per_launch_us;    /* 1 with graph = on or auto, 3 with graph = off */
+    int layers;              /* layers that launch kernels */
+    int launch_bound;        /* of those */
+    long launches;           /* kernels per training step: layers, input, loss, optimizer */
+    double launch_us;        /* launches x per_launch_us */
+    double kernel_us;        /* the step's estimated kernel time */
+    int warn;                /* more than half the layers are launch-bound */
+    /* when warn: "18 of 19 layers are launch-bound at batch 256: the step is about 84 launches
+     * (~84 us of launch overhead vs ~10 us of kernel time); use wider layers, a larger batch, or
+     * graph = on"; "" otherwise */
+    char message[512];
+} ct_launch_report;
+/* batch 0: the config's. layers, when not NULL, gets n_layers entries (ct_layer_count). */
+ct_status ct_launch_report_get(ct_net *net, int batch, ct_launch_report *report, ct_launch_layer *layers,
+                               int n_layers);
 const char *ct_backend_name(const ct_net *net);        /* "cpu" once prepared */
 /* Why that backend was chosen, e.g. "devices = all but no CUDA device is present". */
 const char *ct_backend_reason(const ct_net *net);

@@ -28,6 +28,7 @@ typedef struct cli_options {
     const char *batch;           /* --batch B: train.batch */
     const char *precision;       /* --precision P: train.precision */
     int input_only;              /* bench: the input pipeline alone */
+    int json;                    /* summary: one JSON object instead of the table */
     int quiet;
 } cli_options;
 

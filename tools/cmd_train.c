@@ -117,6 +117,11 @@ int cmd_train(const cli_options *opt)
     if (!opt->quiet) {
         printf("cutrain: backend %s (%s)\n", ct_backend_name(net), ct_backend_reason(net));
         cli_print_batch_search(&search, &lr);
+        /* the many-small-layers check counts GPU kernel launches: a CPU run has none */
+        ct_launch_report launch;
+        if (strcmp(ct_backend_name(net), "cpu") != 0 && ct_launch_report_get(net, 0, &launch, NULL, 0) == CT_OK &&
+            launch.warn)
+            printf("cutrain: warning: %s\n", launch.message);
         printf("cutrain: %s: %ld training images, batch %d\n", opt->config, ct_train_images(net), ct_batch_size(net));
         fflush(stdout);
     }

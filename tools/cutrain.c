@@ -10,7 +10,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: cutrain [train] --config FILE [options]\n"
             "       cutrain eval --config FILE [options]\n"
-            "       cutrain summary --config FILE [options]\n"
+            "       cutrain summary --config FILE [--batch B] [--json] [options]\n"
             "       cutrain predict --config FILE --weights CKPT --images IDX [--out CSV]\n"
             "       cutrain bench --config FILE [--steps N] [--batch B] [--precision P]\n"
             "                     [--warmup N] [--input-only]\n"
@@ -19,7 +19,8 @@ static void usage(FILE *out)
             "commands:\n"
             "  train      train the network the config describes (the default)\n"
             "  eval       test-set loss and accuracy of the network\n"
-            "  summary    per layer: output shape, parameters, FLOPs, activation bytes\n"
+            "  summary    per layer: output shape, parameters, FLOPs, activation memory at the batch;\n"
+            "             the memory plan, the largest batch that fits, the launch-cost check\n"
             "  predict    class and probability for each image of an IDX file, as CSV\n"
             "  bench      training images/s and ms per step after warm-up, as one JSON line\n"
             "  doctor     driver and library versions, and a health check of every visible GPU\n"
@@ -40,6 +41,7 @@ static void usage(FILE *out)
             "      --warmup N            bench: untimed steps first (default 20)\n"
             "      --input-only          bench: the input pipeline alone (batches/s, no model)\n"
             "      --batch B             same as --set train.batch=B (a number, max or auto)\n"
+            "      --json                summary: one JSON object instead of the table\n"
             "      --precision P         same as --set train.precision=P (fp32, fp16, bf16)\n"
             "  -q, --quiet               print only errors and the final result\n"
             "  -h, --help                this help\n"
@@ -86,6 +88,8 @@ static int check_combination(const cli_options *opt)
         misplaced = "--log";
     else if (train && opt->weights)
         misplaced = "--weights (to continue training use --resume)";
+    else if (opt->json && strcmp(opt->command, "summary") != 0)
+        misplaced = "--json";
     else if (!predict && (opt->images || opt->out))
         misplaced = opt->images ? "--images" : "--out";
     if (misplaced) {
@@ -180,6 +184,8 @@ static int parse_args(int argc, char **argv, cli_options *opt)
                 return CLI_USAGE;
         } else if (is_option(arg, NULL, "--input-only")) {
             opt->input_only = 1;
+        } else if (is_option(arg, NULL, "--json")) {
+            opt->json = 1;
         } else if (is_option(arg, NULL, "--batch")) {
             if (!(value = option_value(argc, argv, &i)) ||
                 (strcmp(value, "max") != 0 && strcmp(value, "auto") != 0 && parse_count("--batch", value, 1) < 0))

@@ -104,6 +104,23 @@ ct_status ct_cuda_device_capability(int ordinal, int *major, int *minor, ct_err 
     return CT_OK;
 }
 
+ct_status ct_cuda_device_figures_get(int ordinal, ct_cuda_device_figures *out, ct_err *err)
+{
+    *out = (ct_cuda_device_figures){0};
+    /* attributes, not cudaDeviceProp: CUDA 13 dropped the clock fields from the latter */
+    const struct {
+        enum cudaDeviceAttr attr;
+        int *value;
+    } ask[] = {
+        {cudaDevAttrMultiProcessorCount, &out->sms},     {cudaDevAttrClockRate, &out->clock_khz},
+        {cudaDevAttrMemoryClockRate, &out->mem_clock_khz}, {cudaDevAttrGlobalMemoryBusWidth, &out->bus_bits},
+        {cudaDevAttrComputeCapabilityMajor, &out->major}, {cudaDevAttrComputeCapabilityMinor, &out->minor},
+    };
+    for (size_t i = 0; i < sizeof ask / sizeof ask[0]; i++)
+        CT_CUDA_CHECK(cudaDeviceGetAttribute(ask[i].value, ask[i].attr, ordinal), err);
+    return ct_cuda_device_name(ordinal, out->name, sizeof out->name, NULL, err);
+}
+
 const char *ct_cuda_precision_needs(int precision, int major, int minor)
 {
     (void)minor;

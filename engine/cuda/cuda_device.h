@@ -23,6 +23,14 @@ ct_status ct_cuda_device_name(int ordinal, char *buf, size_t n, size_t *total_me
 /* Compute capability of device `ordinal` (7.0 Volta: fp16 tensor cores; 8.0 Ampere: bf16). */
 ct_status ct_cuda_device_capability(int ordinal, int *major, int *minor, ct_err *err);
 
+/* What the launch-cost model (graph/launch_cost.h) needs of device `ordinal`: its name, SM
+ * count, SM and memory clocks (kHz, peak), memory bus width (bits) and compute capability. */
+typedef struct ct_cuda_device_figures {
+    char name[96];
+    int sms, clock_khz, mem_clock_khz, bus_bits, major, minor;
+} ct_cuda_device_figures;
+ct_status ct_cuda_device_figures_get(int ordinal, ct_cuda_device_figures *out, ct_err *err);
+
 /* Whether a GPU of compute capability major.minor runs `precision` (fp16 from 7.0, bf16 from 8.0:
  * the tensor cores the half convolutions and products are chosen for): NULL when it does, else
  * the lowest capability it needs, as "7.0" or "8.0". Pure, so that its test needs no GPU. */
