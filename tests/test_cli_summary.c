@@ -4,6 +4,7 @@
  * devices = cpu). */
 #define _DEFAULT_SOURCE
 #include "tests/cli_util.h"
+#include "cutrain.h"
 #include "tests/json_check.h"
 
 static const char *NET =
@@ -114,12 +115,43 @@ static void test_models(void)
           !ct_contains(out, "\"launch_bound\": true"));
 }
 
+/* What summary --json says the run takes is what the device's allocator holds once the same
+ * config is prepared (fp32 and fp16): the acceptance's "summary equals what the backend
+ * allocates". */
+static void test_json_equals_allocation(void)
+{
+    static const char *const precisions[] = {"fp32", "fp16"};
+    for (int p = 0; p < 2; p++) {
+        char args[256];
+        write_file("net.ini", NET);
+        snprintf(args, sizeof args, "summary --config net.ini --json --precision %s", precisions[p]);
+        CHECK(run(args) == 0 && json_valid(out));
+        long long planned = json_int(out, "total_bytes", 0);
+        char path[128];
+        snprintf(path, sizeof path, "%s/net.ini", dir);
+        ct_net *net = NULL;
+        ct_status st = ct_open_file(path, &net);
+        if (st == CT_OK)
+            st = ct_set(net, "train.precision", precisions[p]);
+        if (st == CT_OK)
+            st = ct_prepare(net);
+        ct_memory_usage u = {0};
+        if (st == CT_OK)
+            st = ct_memory_usage_get(net, &u);
+        CHECK_MSG(st == CT_OK, "%s", ct_errmsg(net));
+        CHECK_MSG(planned > 0 && u.in_use == planned, "%s: summary --json %lld bytes, allocated %lld",
+                  precisions[p], planned, u.in_use);
+        ct_close(net);
+    }
+}
+
 int main(void)
 {
     if (!make_scratch("ct_cli_summary"))
         return 1;
     test_json_check();
     test_synthetic();
+    test_json_equals_allocation();
     char probe[1024];
     snprintf(probe, sizeof probe, "%s/train-images-idx3-ubyte.gz", ct_fmnist_dir());
     if (access(probe, R_OK) != 0)

@@ -89,9 +89,10 @@ static void print_memory(const summary *s)
     const ct_memory_info *m = &s->memory;
     printf("memory at batch %d (CPU workspace): %.2f MiB (%lld bytes) = parameters and gradients (fp32) %.2f, "
            "half copy %.2f, optimizer %.2f, state %.2f, inputs %.2f, activations %.2f, activation gradients %.2f, "
-           "workspace %.2f\n",
+           "workspace %.2f, backend %.2f, allocator rounding %.2f\n",
            m->batch, m->total / MiB, m->total, m->params / MiB, m->params_half / MiB, m->optimizer / MiB,
-           m->state / MiB, m->inputs / MiB, m->activations / MiB, m->gradients / MiB, m->workspace / MiB);
+           m->state / MiB, m->inputs / MiB, m->activations / MiB, m->gradients / MiB, m->workspace / MiB,
+           m->backend / MiB, m->padding / MiB);
     printf("memory by type: fp32 %.2f MiB, fp16 %.2f MiB, bf16 %.2f MiB, int32 %.2f MiB, uint8 %.2f MiB\n",
            m->fp32 / MiB, m->fp16 / MiB, m->bf16 / MiB, m->int32 / MiB, m->uint8 / MiB);
     if (m->budget <= 0)
