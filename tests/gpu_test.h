@@ -5,6 +5,7 @@
 #ifndef CT_GPU_TEST_H
 #define CT_GPU_TEST_H
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -30,6 +31,25 @@ static inline void *xmalloc(size_t bytes)
         exit(1);
     }
     return p;
+}
+
+/* A figure for the device check's table: printed, and appended to the file $CT_GPU_REPORT names
+ * when set (ctest keeps a passing test's output only with -V; tools/device_check.sh sets it). */
+static inline void gpu_report(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fputs(line, stdout);
+    fflush(stdout);
+    const char *path = getenv("CT_GPU_REPORT");
+    FILE *f = path && path[0] ? fopen(path, "a") : NULL;
+    if (f) {
+        fputs(line, f);
+        fclose(f);
+    }
 }
 
 /* 0 when a CUDA device is visible; else prints why and returns the exit code: 77 (skipped)

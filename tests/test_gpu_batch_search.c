@@ -10,19 +10,19 @@
 
 static void print_search(const char *what, const ct_batch_search *s)
 {
-    printf("%s: batch %d, budget %.1f MiB\n", what, s->batch, (double)s->budget / 1048576.0);
+    gpu_report("%s: batch %d, budget %.1f MiB\n", what, s->batch, (double)s->budget / 1048576.0);
     for (int i = 0; i < s->n_trials; i++)
-        printf("  batch %6d  images/s %10.0f  plan %9.1f MiB  %s  %s\n", s->trials[i].batch,
+        gpu_report("  batch %6d  images/s %10.0f  plan %9.1f MiB  %s  %s\n", s->trials[i].batch,
                s->trials[i].images_per_s, (double)s->trials[i].plan_bytes / 1048576.0,
                s->trials[i].fits ? "fits" : "no  ", s->trials[i].note);
-    printf("  %s\n", s->reason);
+    gpu_report("  %s\n", s->reason);
     fflush(stdout);
 }
 
 static int on_epoch(const ct_epoch_stats *s, void *user)
 {
     (void)user;
-    printf("  epoch %d: loss %.4f test_acc %.4f %.0f img/s\n", s->epoch, s->loss, s->test_accuracy, s->images_per_s);
+    gpu_report("  epoch %d: loss %.4f test_acc %.4f %.0f img/s\n", s->epoch, s->loss, s->test_accuracy, s->images_per_s);
     return 0;
 }
 

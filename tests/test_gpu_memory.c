@@ -68,7 +68,7 @@ static long long test_grow(void)
     CHECK(ct_memory_usage_get(net, &u) == CT_OK);
     size_t free_after = free_memory();
     long long measured = (long long)free_before - (long long)free_after;
-    printf("grow, batch 64: plan %.1f MiB; pool in use %.1f, peak %.1f, reserved %.1f MiB; device memory taken "
+    gpu_report("grow, batch 64: plan %.1f MiB; pool in use %.1f, peak %.1f, reserved %.1f MiB; device memory taken "
            "%.1f MiB (cudaMemGetInfo); pinned host %.1f MiB\n", mib(plan.total), mib(u.in_use), mib(u.peak),
            mib(u.reserved), mib(measured), mib(u.pinned_in_use));
     CHECK_MSG(u.in_use == plan.total, "after training: %lld in use, the plan %lld", u.in_use, plan.total);
@@ -112,7 +112,7 @@ static void test_preallocate(long long plan64)
     ct_memory_usage u;
     CHECK(ct_memory_usage_get(net, &u) == CT_OK);
     size_t free_during = free_memory();
-    printf("preallocate: reserved %.1f MiB of %.1f MiB free; in use %.1f, peak %.1f MiB\n", mib(u.reserved),
+    gpu_report("preallocate: reserved %.1f MiB of %.1f MiB free; in use %.1f, peak %.1f MiB\n", mib(u.reserved),
            mib((long long)free_before), mib(u.in_use), mib(u.peak));
     /* the arena is the free memory less the libraries' slack (1 GiB + 5% of the GPU) */
     CHECK(u.reserved > (long long)free_before / 2 && u.reserved < (long long)free_before);
