@@ -32,30 +32,32 @@ static int larger_first(const void *a, const void *b)
 
 static int meet(const grad_buffer *a, const grad_buffer *b) { return a->first <= b->last && b->first <= a->last; }
 
-size_t ct_graph_grad_layout(const ct_graph *g, int n, size_t *offset)
+/* A flatten's gradient is its producer's. */
+static void alias_offsets(const ct_graph *g, size_t *offset)
+{
+    for (int i = 0; i < g->n_layers; i++)
+        if (aliases_input(&g->layers[i]))
+            offset[i] = offset[grad_owner(g, i)];
+}
+
+/* Without room to plan the sharing: one buffer each, end to end (offset may be NULL). */
+static size_t end_to_end(const ct_graph *g, int n, size_t *offset)
+{
+    size_t total = 0;
+    for (int i = 0; i < g->n_layers; i++) {
+        if (offset)
+            offset[i] = total;
+        total += grad_span(&g->layers[i], n);
+    }
+    if (offset)
+        alias_offsets(g, offset);
+    return total;
+}
+
+/* The shared layout, with buf and last_writer (n_layers entries each) to work in. */
+static size_t shared(const ct_graph *g, int n, size_t *offset, grad_buffer *buf, int *last_writer)
 {
     const int count = g->n_layers;
-    size_t *own_offset = offset ? NULL : calloc((size_t)count, sizeof *own_offset);
-    grad_buffer *buf = calloc((size_t)count, sizeof *buf);
-    int *last_writer = calloc((size_t)count, sizeof *last_writer);
-    if (!offset)
-        offset = own_offset;
-    if (!buf || !last_writer || !offset) {
-        /* no room to plan sharing: one buffer each, end to end */
-        size_t total = 0;
-        for (int i = 0; i < count; i++) {
-            if (offset)
-                offset[i] = total;
-            total += grad_span(&g->layers[i], n);
-        }
-        for (int i = 0; offset && i < count; i++)
-            if (aliases_input(&g->layers[i]))
-                offset[i] = offset[grad_owner(g, i)];
-        free(own_offset);
-        free(buf);
-        free(last_writer);
-        return total;
-    }
     for (int i = 0; i < count; i++)
         last_writer[i] = -1;
     last_writer[grad_owner(g, count - 1)] = count;   /* the loss writes the output's gradient */
@@ -94,9 +96,17 @@ size_t ct_graph_grad_layout(const ct_graph *g, int n, size_t *offset)
         if (at + buf[a].bytes > total)
             total = at + buf[a].bytes;
     }
-    for (int i = 0; i < count; i++)
-        if (aliases_input(&g->layers[i]))
-            offset[i] = offset[grad_owner(g, i)];
+    alias_offsets(g, offset);
+    return total;
+}
+
+size_t ct_graph_grad_layout(const ct_graph *g, int n, size_t *offset)
+{
+    size_t *own_offset = offset ? NULL : calloc((size_t)g->n_layers, sizeof *own_offset);
+    grad_buffer *buf = calloc((size_t)g->n_layers, sizeof *buf);
+    int *last_writer = calloc((size_t)g->n_layers, sizeof *last_writer);
+    size_t *at = offset ? offset : own_offset;
+    size_t total = buf && last_writer && at ? shared(g, n, at, buf, last_writer) : end_to_end(g, n, at);
     free(own_offset);
     free(buf);
     free(last_writer);
