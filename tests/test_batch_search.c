@@ -153,16 +153,31 @@ static void test_backoff(int b)
                   ct_contains(ct_errmsg(net), "use batch = max"), "%s", ct_errmsg(net));
     ct_close(net);
 
-    /* a cap too small for batch 8: a config error at the batch line, with the minimum */
+    /* a cap too small for batch 8 though the parameters fit (a convolution with few weights and
+     * 64x64x32 outputs): a config error at the batch line, with the minimum */
     ct_net *tiny = NULL;
-    char text[4096];
-    config_text(text, sizeof text, "batch = max\n");
-    char *cap = strstr(text, "limit:8");
-    memcpy(cap, "limit:1", 7);
-    CHECK(ct_open_string(text, "net.ini", &tiny) == CT_OK);
+    static const char *const conv =
+        "[data]\nformat = synthetic\nshape = 64, 64, 3\nclasses = 10\ncount = 64\ntest_count = 0\n"
+        "[train]\nbatch = max\ndevices = cpu\nmemory = limit:4\n"
+        "[c]\ntype = conv2d\nfilters = 32\nsize = 3\npadding = same\nactivation = relu\n"
+        "[p]\ntype = avgpool\nsize = 64\n[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 10\n";
+    CHECK(ct_open_string(conv, "net.ini", &tiny) == CT_OK);
     CHECK(ct_prepare(tiny) == CT_ERR_CONFIG);
-    CHECK_MSG(ct_contains(ct_errmsg(tiny), "net.ini:17: [train] batch = max: batch 8 needs") &&
+    CHECK_MSG(ct_contains(ct_errmsg(tiny), "net.ini:8: [train] batch = max: batch 8 needs") &&
                   ct_contains(ct_errmsg(tiny), "raise the limit to at least limit:"), "%s", ct_errmsg(tiny));
+    ct_close(tiny);
+
+    /* a cap below the parameters alone (784 x 600 weights with Adam: 7.3 MiB): a config error at
+     * the memory line, whatever the batch, giving the least limit that trains */
+    static const char *const wide =
+        "[data]\nformat = synthetic\nshape = 28, 28, 1\nclasses = 10\ncount = 64\ntest_count = 0\n"
+        "[train]\nbatch = 32\ndevices = cpu\noptimizer = adam\nmemory = limit:2\n"
+        "[flat]\ntype = flatten\n[fc]\ntype = dense\nunits = 600\n[out]\ntype = dense\nunits = 10\n";
+    CHECK(ct_open_string(wide, "wide.ini", &tiny) == CT_OK);
+    CHECK(ct_prepare(tiny) == CT_ERR_CONFIG);
+    CHECK_MSG(ct_contains(ct_errmsg(tiny), "wide.ini:11: [train] memory = limit:2 MiB is below what the network "
+                                           "needs before any batch: 7.3 MiB") &&
+                  ct_contains(ct_errmsg(tiny), "batch 8 trains from limit:"), "%s", ct_errmsg(tiny));
     ct_close(tiny);
 }
 

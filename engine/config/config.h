@@ -84,6 +84,7 @@ typedef struct ct_train_config {
     int keep;                /* checkpoints kept in the folder besides the best one */
     ct_memory_mode memory;   /* grow (allocate as needed), preallocate, or a hard limit */
     long memory_limit_mib;   /* with CT_MEMORY_LIMIT */
+    int memory_line;         /* file line of `memory`, 0 when from --set or the default */
     int line;
 } ct_train_config;
 

@@ -220,6 +220,7 @@ static ct_status parse_memory(const ct_value_ctx *vc, const ct_key_spec *ks, con
     (void)ks;
     ct_train_config *t = base;
     long mib = 0;
+    t->memory_line = vc->entry ? vc->entry->line : 0;
     if (strcmp(text, "grow") == 0) {
         t->memory = CT_MEMORY_GROW;
     } else if (strcmp(text, "preallocate") == 0) {

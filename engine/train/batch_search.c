@@ -311,12 +311,43 @@ static ct_status search_auto(ct_net *net, ct_replica *r, size_t budget, size_t c
     return CT_OK;
 }
 
+/* A memory = limit: cap below what the network takes at any batch (its parameters, their
+ * gradients, the optimizer state, the backend's own buffers) is a config error at the memory line,
+ * whatever the batch: no batch could train, and the message says the least limit that trains
+ * batch 8 less the margin. */
+static ct_status check_cap(ct_net *net, ct_backend *be)
+{
+    const ct_train_config *t = &net->cfg.train;
+    if (t->memory != CT_MEMORY_LIMIT)
+        return CT_OK;
+    ct_memory_plan none, eight;
+    plan_total(net, be, 0, &none);
+    size_t fixed = none.params + none.params_half + none.optimizer + none.state + none.backend;
+    size_t cap = (size_t)t->memory_limit_mib << 20;
+    if (fixed <= cap)
+        return CT_OK;
+    plan_total(net, be, 8, &eight);
+    double keep = 1.0 - (double)t->memory_margin;
+    long need = (long)ceil(mib(eight.total) / (keep > 0 ? keep : 1.0));
+    return ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, t->memory_line > 0 ? t->memory_line : t->line,
+                      "[train] memory = limit:%ld MiB is below what the network needs before any batch: %.1f MiB "
+                      "(parameters and gradients %.1f, half copy %.1f, optimizer %.1f, state %.1f, backend %.1f); "
+                      "batch 8 trains from limit:%ld",
+                      t->memory_limit_mib, mib(fixed), mib(none.params), mib(none.params_half), mib(none.optimizer),
+                      mib(none.state), mib(none.backend), need);
+}
+
 ct_status ct_batch_resolve(ct_net *net, int *batch)
 {
     const ct_train_config *t = &net->cfg.train;
     ct_batch_search *s = &net->search;
     memset(s, 0, sizeof *s);
     s->mode = mode_names[t->batch_mode];
+    if (!net->inference && net->n_replicas) {
+        ct_status st = check_cap(net, net->replicas[0].be);
+        if (st != CT_OK)
+            return st;
+    }
     if (t->batch_mode == CT_BATCH_FIXED) {
         *batch = s->batch = t->batch;
         return CT_OK;
