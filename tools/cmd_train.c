@@ -139,6 +139,16 @@ int cmd_train(const cli_options *opt)
         ct_close(net);
         return run.failed;
     }
+    if (st == CT_ERR_NOMEM && opt->checkpoint_dir && ct_steps_done(net) > 0) {
+        /* out of memory inside a step leaves the parameters of the last completed one: keep them */
+        fprintf(stderr, "cutrain: %s\n", ct_errmsg(net));
+        double best = run.best;
+        if (cli_checkpoint_save(net, opt->checkpoint_dir, run.keep, -1.0, &best) == CLI_OK)
+            fprintf(stderr, "cutrain: saved step %ld; continue with --resume %s and a batch that fits (batch = max)\n",
+                    ct_steps_done(net), opt->checkpoint_dir);
+        ct_close(net);
+        return cli_exit_code(st);
+    }
     if (st != CT_OK)
         return cli_fail(net, st);
     ct_close(net);
