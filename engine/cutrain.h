@@ -179,6 +179,7 @@ typedef struct ct_memory_info {
     int max_batch;
     long long budget;
     int exceeds_cap;
+    const char *planned_with;   /* whose workspace sizes the plan has: "cpu" or "cuda" */
 } ct_memory_info;
 ct_status ct_memory_info_get(ct_net *net, int batch, ct_memory_info *info);
 

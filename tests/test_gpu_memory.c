@@ -51,6 +51,12 @@ static long long test_grow(void)
 {
     size_t free_before = free_memory();
     ct_net *net = open_cnn("grow", "64");
+    /* what summary says before anything is prepared: planned with the GPU's backend (cuDNN's
+     * workspace), so it is what training will allocate */
+    ct_memory_info predicted = {0};
+    CHECK_MSG(ct_memory_info_get(net, 0, &predicted) == CT_OK, "%s", ct_errmsg(net));
+    CHECK_MSG(predicted.planned_with && strcmp(predicted.planned_with, "cuda") == 0, "planned with %s",
+              predicted.planned_with ? predicted.planned_with : "nothing");
     if (ct_prepare(net) != CT_OK) {
         CHECK_MSG(0, "prepare: %s", ct_errmsg(net));
         ct_close(net);
@@ -62,6 +68,8 @@ static long long test_grow(void)
     CHECK(ct_memory_info_get(net, 0, &plan) == CT_OK && ct_memory_usage_get(net, &u) == CT_OK);
     /* the plan comes from the CUDA backend: cuDNN's workspace, input staging, the step scalars */
     CHECK(plan.backend > 0 && plan.workspace > 0);
+    CHECK_MSG(predicted.total == plan.total, "summary before prepare %lld bytes, the plan after %lld",
+              predicted.total, plan.total);
     CHECK_MSG(u.in_use == plan.total, "prepared: the plan says %lld bytes, the pool counts %lld", plan.total,
               u.in_use);
     CHECK_MSG(ct_fit(net, NULL) == CT_OK, "%s", ct_errmsg(net));

@@ -1,6 +1,7 @@
 /* cutrain summary: one row per layer and the totals, the memory plan at the batch, the largest
  * batch that fits and the launch-cost check, without loading the data; --json for one object. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "summary.h"
 
@@ -87,10 +88,11 @@ static void print_table(const summary *s)
 static void print_memory(const summary *s)
 {
     const ct_memory_info *m = &s->memory;
-    printf("memory at batch %d (CPU workspace): %.2f MiB (%lld bytes) = parameters and gradients (fp32) %.2f, "
+    printf("memory at batch %d (%s workspace): %.2f MiB (%lld bytes) = parameters and gradients (fp32) %.2f, "
            "half copy %.2f, optimizer %.2f, state %.2f, inputs %.2f, activations %.2f, activation gradients %.2f, "
            "workspace %.2f, backend %.2f, allocator rounding %.2f\n",
-           m->batch, m->total / MiB, m->total, m->params / MiB, m->params_half / MiB, m->optimizer / MiB,
+           m->batch, m->planned_with && strcmp(m->planned_with, "cuda") == 0 ? "GPU" : "CPU", m->total / MiB,
+           m->total, m->params / MiB, m->params_half / MiB, m->optimizer / MiB,
            m->state / MiB, m->inputs / MiB, m->activations / MiB, m->gradients / MiB, m->workspace / MiB,
            m->backend / MiB, m->padding / MiB);
     printf("memory by type: fp32 %.2f MiB, fp16 %.2f MiB, bf16 %.2f MiB, int32 %.2f MiB, uint8 %.2f MiB\n",

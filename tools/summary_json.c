@@ -34,9 +34,9 @@ static void print_memory(const ct_memory_info *m)
 {
     printf("  \"memory\": {\"params\": %lld, \"params_half\": %lld, \"optimizer\": %lld, \"state\": %lld, "
            "\"inputs\": %lld, \"activations\": %lld, \"gradients\": %lld, \"workspace\": %lld, "
-           "\"backend\": %lld, \"padding\": %lld, \"total_bytes\": %lld,\n",
+           "\"backend\": %lld, \"padding\": %lld, \"total_bytes\": %lld, \"planned_with\": \"%s\",\n",
            m->params, m->params_half, m->optimizer, m->state, m->inputs, m->activations, m->gradients, m->workspace,
-           m->backend, m->padding, m->total);
+           m->backend, m->padding, m->total, m->planned_with ? m->planned_with : "cpu");
     printf("             \"by_dtype\": {\"fp32\": %lld, \"fp16\": %lld, \"bf16\": %lld, \"int32\": %lld, "
            "\"uint8\": %lld}},\n",
            m->fp32, m->fp16, m->bf16, m->int32, m->uint8);

@@ -550,41 +550,47 @@ long ct_train_images(const ct_net *net)
     return net ? net->train.count : 0;
 }
 
-/* The device whose free memory bounds the batch: replica 0's once prepared, else the one that would
- * train (a CUDA device is opened for the question and handed back in *owned). */
-static ct_status budget_device(ct_net *net, ct_device *cpu, ct_device **dev, ct_device **owned)
+/* The device and backend a plan is sized with: the training replica's once prepared; before that,
+ * those training would choose (the first listed GPU's, for cuDNN's and cuBLASLt's workspaces, else
+ * the CPU's), created without the memory policy, which could reserve the GPU. *owned is 1 when
+ * the caller destroys them. */
+static ct_status plan_backend(ct_net *net, ct_device **dev, ct_backend **be, int *owned)
 {
-    *owned = NULL;
-    *dev = net->n_replicas ? net->replicas[0].dev : cpu;
+    *owned = 0;
+    if (net->n_replicas) {
+        *dev = net->replicas[0].dev;
+        *be = net->replicas[0].be;
+        return CT_OK;
+    }
+    *owned = 1;
+    *dev = NULL;
+    *be = NULL;
 #ifdef CUTRAIN_HAVE_CUDA
-    if (!net->n_replicas && strcmp(net->cfg.train.devices, "cpu") != 0) {
+    if (strcmp(net->cfg.train.devices, "cpu") != 0) {
         int count = 0;
         ct_cuda_devices(&count, NULL, 0);
         if (count > 0) {
             int ordinal = first_device(net, count);
             if (ordinal < 0)
                 return CT_ERR_CONFIG;
-            ct_status st = ct_cuda_device_create(owned, ordinal, &net->err);
-            if (st != CT_OK)
-                return st;
-            *dev = *owned;
+            ct_cuda_options opt = {.graphs = net->cfg.train.graph != 0, .allow_tf32 = 1,
+                                   .deterministic = net->cfg.train.deterministic};
+            ct_status st = ct_cuda_device_create(dev, ordinal, &net->err);
+            return st == CT_OK ? ct_cuda_backend_create(be, *dev, &opt, &net->err) : st;
         }
     }
 #endif
-    return CT_OK;
+    ct_status st = ct_cpu_device_create(dev, &net->err);
+    return st == CT_OK ? ct_cpu_backend_create(be, *dev, &net->err) : st;
 }
 
-/* max_batch, budget and exceeds_cap of *info (whose total is the plan at info->batch). */
-static ct_status fill_budget(ct_net *net, ct_device *cpu, ct_backend *be, ct_memory_info *info)
+/* max_batch, budget and exceeds_cap of *info (whose total is the plan at info->batch), against
+ * dev's free memory or the limit: cap. */
+static ct_status fill_budget(ct_net *net, ct_device *dev, ct_backend *be, ct_memory_info *info)
 {
     const ct_train_config *t = &net->cfg.train;
     size_t budget = 0, cap = 0;
-    ct_device *dev = NULL, *owned = NULL;
-    ct_status st = t->memory == CT_MEMORY_LIMIT ? CT_OK : budget_device(net, cpu, &dev, &owned);
-    if (st == CT_OK)
-        st = ct_memory_budget(t, dev ? dev : cpu, &budget, &cap, &net->err);
-    if (owned)
-        owned->ops->destroy(owned);
+    ct_status st = ct_memory_budget(t, dev, &budget, &cap, &net->err);
     if (st != CT_OK)
         return st;
     /* capped by batch_max, else the training set once loaded (before, by nothing but memory) */
@@ -603,20 +609,15 @@ ct_status ct_memory_info_get(ct_net *net, int batch, ct_memory_info *info)
     ct_status st = ct_net_build_graph(net);
     if (st != CT_OK)
         return st;
-    /* the plan asks a backend for its workspace and its own buffers: the one that trains once
-     * prepared, before that a CPU one, which allocates nothing to answer */
+    /* the plan asks a backend for its workspace and its own buffers */
     ct_device *dev = NULL;
-    ct_backend *be = net->n_replicas ? net->replicas[0].be : NULL;
-    if (!be) {
-        st = ct_cpu_device_create(&dev, &net->err);
-        if (st == CT_OK)
-            st = ct_cpu_backend_create(&be, dev, &net->err);
-    }
-    ct_device *budget_dev = net->n_replicas ? net->replicas[0].dev : dev;
+    ct_backend *be = NULL;
+    int owned = 0;
+    st = plan_backend(net, &dev, &be, &owned);
     ct_memory_info fit = {0};
     /* a batch still to be searched for: the largest that fits, what batch = max would start from */
     if (st == CT_OK && batch == 0 && !net->prepared && net->cfg.train.batch_mode != CT_BATCH_FIXED)
-        st = fill_budget(net, budget_dev, be, &fit);
+        st = fill_budget(net, dev, be, &fit);
     if (batch == 0)
         batch = net->prepared ? net->batch : net->cfg.train.batch_mode == CT_BATCH_FIXED ? net->cfg.train.batch
                                                                                          : fit.max_batch;
@@ -635,12 +636,15 @@ ct_status ct_memory_info_get(ct_net *net, int batch, ct_memory_info *info)
             .bf16 = (long long)p.by_dtype[CT_DTYPE_BF16], .int32 = (long long)p.by_dtype[CT_DTYPE_I32],
             .uint8 = (long long)p.by_dtype[CT_DTYPE_U8],
         };
-        st = fill_budget(net, budget_dev, be, info);
+        st = fill_budget(net, dev, be, info);
     }
-    if (dev) {   /* the CPU pair made above, not the replica's */
+    if (st == CT_OK)
+        info->planned_with = be->ops->name;
+    if (owned) {   /* made for the question, not the replica's */
         if (be)
             be->ops->destroy(be);
-        dev->ops->destroy(dev);
+        if (dev)
+            dev->ops->destroy(dev);
     }
     return st;
 }
