@@ -225,6 +225,28 @@ typedef struct ct_launch_report {
 /* batch 0: the config's. layers, when not NULL, gets n_layers entries (ct_layer_count). */
 ct_status ct_launch_report_get(ct_net *net, int batch, ct_launch_report *report, ct_launch_layer *layers,
                                int n_layers);
+/* Mirrored data parallelism predicted for the GPU ct_launch_report_get models: the fp32 gradient
+ * bytes all-reduced per step (in 25 MiB buckets, a ring over the GPUs at bus_gbps of bus
+ * bandwidth as nccl-tests reports it, 0: an NVLink H100-class node's 450 GB/s, and 15 us per
+ * call), against one replica's roofline step time at its share of the global batch, on 2, 4 and
+ * 8 GPUs. Efficiency is the speedup over one GPU at the whole batch divided by the GPUs, with the
+ * all-reduce after backward (serial) or overlapping it bucket by bucket (DDP's way; the last
+ * bucket cannot overlap). An estimate until a multi-GPU machine measures it. */
+typedef struct ct_scaling_report {
+    int batch;               /* the global batch */
+    long long allreduce_bytes;
+    int buckets;
+    double bus_gbps, call_us;
+    double single_step_us;   /* one GPU at the whole batch */
+    int n_rows;
+    struct {
+        int gpus, batch_per_gpu;      /* batch_per_gpu 0: the batch gives a GPU no sample */
+        double step_us, allreduce_us; /* one replica's step at its share; the all-reduce */
+        double efficiency_serial, efficiency_overlap;
+    } rows[3];
+} ct_scaling_report;
+/* batch 0: the config's. bus_gbps 0: the default model's. */
+ct_status ct_scaling_report_get(ct_net *net, int batch, double bus_gbps, ct_scaling_report *report);
 const char *ct_backend_name(const ct_net *net);        /* "cpu" once prepared */
 /* Why that backend was chosen, e.g. "devices = all but no CUDA device is present". */
 const char *ct_backend_reason(const ct_net *net);

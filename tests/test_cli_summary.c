@@ -76,6 +76,18 @@ static void test_synthetic(void)
     CHECK(run("summary --config net.ini --batch -8") == 2);
     CHECK_MSG(run("eval --config net.ini --json") == 2 && ct_contains(out, "--json does not apply to 'eval'"),
               "got: %s", out);
+
+    /* the data-parallel estimate: in the text and the JSON; --bus-gbps changes it, and is checked */
+    CHECK_MSG(run("summary --config net.ini") == 0 && ct_contains(out, "data parallelism (predicted)") &&
+                  ct_contains(out, "450 GB/s bus bandwidth") && ct_contains(out, "  4 GPUs: 64 each"),
+              "got: %s", out);
+    CHECK(run("summary --config net.ini --json --bus-gbps 20") == 0 && json_valid(out) &&
+          ct_contains(out, "\"scaling\": {") && ct_contains(out, "\"bus_gbps\": 20.0"));
+    CHECK_MSG(run("summary --config net.ini --bus-gbps fast") == 2 && ct_contains(out, "--bus-gbps needs a positive"),
+              "got: %s", out);
+    CHECK(run("summary --config net.ini --bus-gbps 0") == 2);
+    CHECK_MSG(run("eval --config net.ini --bus-gbps 20") == 2 && ct_contains(out, "--bus-gbps does not apply"),
+              "got: %s", out);
 }
 
 /* `--set data.KEY=CT_FMNIST_DIR/FILE` for the model zoo's four data keys, into buf */

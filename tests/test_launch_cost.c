@@ -7,6 +7,7 @@
 
 #include "cutrain.h"
 #include "graph/launch_cost.h"
+#include "graph/scaling.h"
 #include "tests/test_util.h"
 
 static const char *const DATA_KEYS[][2] = {
@@ -137,6 +138,51 @@ static void test_wide(void)
     ct_close(net);
 }
 
+/* The all-reduce against hand-computed figures, and the scaling report's wiring and shape. */
+static void test_scaling(void)
+{
+    /* 100 MiB over 4 GPUs at 100 GB/s, 10 us a call, 25 MiB buckets: 4 calls (40 us) plus
+     * 104857600 x 2 x 3 / 4 bytes at 1e11 B/s (1572.864 us) */
+    ct_link_model l = {.bus_bytes_per_s = 100e9, .call_us = 10.0, .bucket_bytes = 25.0 * 1048576};
+    CHECK_NEAR(ct_allreduce_us(100.0 * 1048576, 4, &l), 40.0 + 1572.864, 1e-9);
+    CHECK(ct_allreduce_us(100.0 * 1048576, 1, &l) == 0.0);
+    /* one byte past a bucket is one call more */
+    CHECK_NEAR(ct_allreduce_us(25.0 * 1048576 + 1, 2, &l) - ct_allreduce_us(25.0 * 1048576, 2, &l), 10.0, 1e-4);
+
+    ct_net *net = open_model("fmnist_resnet18.ini");
+    if (!net)
+        return;
+    ct_scaling_report r, slow;
+    CHECK_MSG(ct_scaling_report_get(net, 512, 0, &r) == CT_OK, "%s", ct_errmsg(net));
+    CHECK(ct_scaling_report_get(net, 512, 20, &slow) == CT_OK);   /* PCIe-class */
+    CHECK(ct_scaling_report_get(net, 512, -1, &slow) == CT_ERR_USAGE);
+    CHECK(ct_scaling_report_get(net, 512, 20, &slow) == CT_OK);
+    /* 11.2 M fp32 gradients: 42.6 MiB, two 25 MiB buckets */
+    CHECK_MSG(r.allreduce_bytes > 40 * 1048576LL && r.allreduce_bytes < 45 * 1048576LL && r.buckets == 2,
+              "%lld bytes in %d buckets", r.allreduce_bytes, r.buckets);
+    CHECK(r.n_rows == 3 && r.rows[0].gpus == 2 && r.rows[1].gpus == 4 && r.rows[2].gpus == 8);
+    for (int i = 0; i < 3; i++) {
+        int n = r.rows[i].gpus;
+        CHECK(r.rows[i].batch_per_gpu == 512 / n);
+        CHECK_NEAR(r.rows[i].allreduce_us, ct_allreduce_us((double)r.allreduce_bytes, n,
+                                                           &(ct_link_model){450e9, 15.0, 25.0 * 1048576}), 1e-6);
+        /* serial: one GPU's step at the whole batch over n times (share's step + all-reduce) */
+        CHECK_NEAR(r.rows[i].efficiency_serial,
+                   r.single_step_us / (n * (r.rows[i].step_us + r.rows[i].allreduce_us)), 1e-9);
+        /* two buckets: half the all-reduce can hide under backward, never more than all of it */
+        CHECK(r.rows[i].efficiency_overlap > r.rows[i].efficiency_serial);
+        CHECK(r.rows[i].efficiency_overlap <= r.single_step_us / (n * r.rows[i].step_us) + 1e-12);
+        /* a slower link costs efficiency */
+        CHECK(slow.rows[i].efficiency_serial < r.rows[i].efficiency_serial);
+        if (i)
+            CHECK(r.rows[i].efficiency_serial < r.rows[i - 1].efficiency_serial);
+    }
+    /* batch 4 over 8 GPUs gives some none */
+    CHECK(ct_scaling_report_get(net, 4, 0, &r) == CT_OK && r.rows[2].batch_per_gpu == 0 &&
+          r.rows[2].efficiency_serial == 0.0 && r.rows[1].batch_per_gpu == 1);
+    ct_close(net);
+}
+
 int main(void)
 {
     test_models();
@@ -147,6 +193,7 @@ int main(void)
     } else {
         test_tiny_layers();
         test_wide();
+        test_scaling();
     }
     return ct_test_done();
 }

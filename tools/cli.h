@@ -29,6 +29,7 @@ typedef struct cli_options {
     const char *precision;       /* --precision P: train.precision */
     int input_only;              /* bench: the input pipeline alone */
     int json;                    /* summary: one JSON object instead of the table */
+    double bus_gbps;             /* summary: all-reduce bus bandwidth for the scaling estimate (0: model) */
     int quiet;
 } cli_options;
 

@@ -19,9 +19,9 @@ static const char *format_bytes(double bytes, char *buf, size_t n)
     return buf;
 }
 
-static ct_status gather(ct_net *net, const char *config, summary *s)
+static ct_status gather(ct_net *net, const cli_options *opt, summary *s)
 {
-    s->config = config;
+    s->config = opt->config;
     s->count = ct_layer_count(net);
     if (s->count < 0)
         return ct_prepare(net); /* the count failed: this names the config's problem */
@@ -37,6 +37,8 @@ static ct_status gather(ct_net *net, const char *config, summary *s)
         st = ct_memory_info_get(net, s->batch, &s->memory);
     if (st == CT_OK)
         st = ct_launch_report_get(net, s->batch, &s->report, s->launch, s->count);
+    if (st == CT_OK)
+        st = ct_scaling_report_get(net, s->batch, opt->bus_gbps, &s->scaling);
     if (st != CT_OK)
         return st;
     /* summary shows a plan over the cap rather than refusing it: it is how one finds the batch */
@@ -111,6 +113,25 @@ static void print_launch(const summary *s)
     printf("launch cost on %s: about %ld kernel launches per step at %.0f us each, ~%.1f us of launch overhead "
            "vs ~%.1f us of kernel time; %d of %d layers launch-bound (*)\n",
            r->device, r->launches, r->per_launch_us, r->launch_us, r->kernel_us, r->launch_bound, r->layers);
+}
+
+static void print_scaling(const summary *s)
+{
+    const ct_scaling_report *r = &s->scaling;
+    printf("data parallelism (predicted): each step all-reduces %.2f MiB of fp32 gradients in %d bucket%s "
+           "(ring, %.0f GB/s bus bandwidth, %.0f us a call); one GPU at batch %d: ~%.1f us a step\n",
+           (double)r->allreduce_bytes / MiB, r->buckets, r->buckets == 1 ? "" : "s", r->bus_gbps, r->call_us,
+           r->batch, r->single_step_us);
+    for (int i = 0; i < r->n_rows; i++) {
+        if (r->rows[i].batch_per_gpu < 1) {
+            printf("  %d GPUs: batch %d gives a GPU no sample\n", r->rows[i].gpus, r->batch);
+            continue;
+        }
+        printf("  %d GPUs: %d each, step ~%.1f us + all-reduce ~%.1f us: efficiency %.0f%% serial, %.0f%% "
+               "overlapped\n",
+               r->rows[i].gpus, r->rows[i].batch_per_gpu, r->rows[i].step_us, r->rows[i].allreduce_us,
+               100.0 * r->rows[i].efficiency_serial, 100.0 * r->rows[i].efficiency_overlap);
+    }
     for (int i = 0; i < s->n_warnings; i++)
         printf("warning: %s\n", s->warnings[i]);
 }
@@ -122,7 +143,7 @@ int cmd_summary(const cli_options *opt)
     if (rc != CLI_OK)
         return rc;
     summary s = {0};
-    ct_status st = gather(net, opt->config, &s);
+    ct_status st = gather(net, opt, &s);
     if (st == CT_OK) {
         if (opt->json) {
             summary_print_json(&s);
@@ -130,6 +151,7 @@ int cmd_summary(const cli_options *opt)
             print_table(&s);
             print_memory(&s);
             print_launch(&s);
+            print_scaling(&s);
         }
     }
     free(s.layers);

@@ -42,6 +42,7 @@ static void usage(FILE *out)
             "      --input-only          bench: the input pipeline alone (batches/s, no model)\n"
             "      --batch B             same as --set train.batch=B (a number, max or auto)\n"
             "      --json                summary: one JSON object instead of the table\n"
+            "      --bus-gbps G          summary: all-reduce bus bandwidth for the scaling estimate\n"
             "      --precision P         same as --set train.precision=P (fp32, fp16, bf16)\n"
             "  -q, --quiet               print only errors and the final result\n"
             "  -h, --help                this help\n"
@@ -90,6 +91,8 @@ static int check_combination(const cli_options *opt)
         misplaced = "--weights (to continue training use --resume)";
     else if (opt->json && strcmp(opt->command, "summary") != 0)
         misplaced = "--json";
+    else if (opt->bus_gbps > 0 && strcmp(opt->command, "summary") != 0)
+        misplaced = "--bus-gbps";
     else if (!predict && (opt->images || opt->out))
         misplaced = opt->images ? "--images" : "--out";
     if (misplaced) {
@@ -186,6 +189,15 @@ static int parse_args(int argc, char **argv, cli_options *opt)
             opt->input_only = 1;
         } else if (is_option(arg, NULL, "--json")) {
             opt->json = 1;
+        } else if (is_option(arg, NULL, "--bus-gbps")) {
+            char *end = NULL;
+            if (!(value = option_value(argc, argv, &i)))
+                return CLI_USAGE;
+            opt->bus_gbps = strtod(value, &end);
+            if (!*value || *end || !(opt->bus_gbps > 0) || opt->bus_gbps > 1e6) {
+                fprintf(stderr, "cutrain: --bus-gbps needs a positive number of GB/s, not '%s'\n", value);
+                return CLI_USAGE;
+            }
         } else if (is_option(arg, NULL, "--batch")) {
             if (!(value = option_value(argc, argv, &i)) ||
                 (strcmp(value, "max") != 0 && strcmp(value, "auto") != 0 && parse_count("--batch", value, 1) < 0))

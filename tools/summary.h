@@ -15,6 +15,7 @@ typedef struct summary {
     ct_launch_layer *launch;    /* (count) */
     ct_memory_info memory;      /* the plan at batch */
     ct_launch_report report;
+    ct_scaling_report scaling;  /* data parallelism predicted on 2, 4, 8 GPUs */
     char cap_warning[256];      /* the plan is over the memory = limit: cap; "" otherwise */
     const char *warnings[SUMMARY_MAX_WARNINGS];
     int n_warnings;

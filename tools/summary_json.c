@@ -48,6 +48,19 @@ static void print_memory(const ct_memory_info *m)
     printf("\"exceeds_cap\": %s,\n", m->exceeds_cap ? "true" : "false");
 }
 
+static void print_scaling(const ct_scaling_report *r)
+{
+    printf("  \"scaling\": {\"allreduce_bytes\": %lld, \"buckets\": %d, \"bus_gbps\": %.1f, \"call_us\": %.1f, "
+           "\"single_step_us\": %.4f, \"gpus\": [",
+           r->allreduce_bytes, r->buckets, r->bus_gbps, r->call_us, r->single_step_us);
+    for (int i = 0; i < r->n_rows; i++)
+        printf("%s{\"gpus\": %d, \"batch_per_gpu\": %d, \"step_us\": %.4f, \"allreduce_us\": %.4f, "
+               "\"efficiency_serial\": %.4f, \"efficiency_overlap\": %.4f}",
+               i ? ", " : "", r->rows[i].gpus, r->rows[i].batch_per_gpu, r->rows[i].step_us, r->rows[i].allreduce_us,
+               r->rows[i].efficiency_serial, r->rows[i].efficiency_overlap);
+    printf("]},\n");
+}
+
 static void print_launch(const ct_launch_report *r)
 {
     printf("  \"launch\": {\"device\": ");
@@ -74,6 +87,7 @@ void summary_print_json(const summary *s)
     printf("  ],\n  \"params\": %ld, \"flops_per_sample\": %.0f,\n", params, flops);
     print_memory(&s->memory);
     print_launch(&s->report);
+    print_scaling(&s->scaling);
     printf("  \"warnings\": [");
     for (int i = 0; i < s->n_warnings; i++) {
         printf(i ? ", " : "");

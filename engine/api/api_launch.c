@@ -6,6 +6,7 @@
 
 #include "api/handle.h"
 #include "graph/launch_cost.h"
+#include "graph/scaling.h"
 #ifdef CUTRAIN_HAVE_CUDA
 #include "cuda/cuda_device.h"
 #endif
@@ -89,5 +90,42 @@ ct_status ct_launch_report_get(ct_net *net, int batch, ct_launch_report *report,
                  "overhead vs ~%s us of kernel time); %s",
                  s.launch_bound, s.layers, batch, s.launches, launch_us, kernel_us, advice);
     }
+    return CT_OK;
+}
+
+ct_status ct_scaling_report_get(ct_net *net, int batch, double bus_gbps, ct_scaling_report *report)
+{
+    if (!net || !report || batch < 0 || !(bus_gbps >= 0))
+        return CT_ERR_USAGE;
+    ct_status st = ct_net_build_graph(net);
+    if (st != CT_OK)
+        return st;
+    const ct_graph *g = &net->graph;
+    if (batch == 0)
+        batch = net->cfg.train.batch;
+    ct_gpu_model m;
+    choose_model(net, &m);
+    double per_launch = net->cfg.train.graph == 0 ? CT_LAUNCH_US_DIRECT : CT_LAUNCH_US_GRAPH;
+    ct_link_model link;
+    ct_link_model_default(&link);
+    if (bus_gbps > 0)
+        link.bus_bytes_per_s = bus_gbps * 1e9;
+    double bytes = (double)g->param_span * 4.0;
+    *report = (ct_scaling_report){.batch = batch, .allreduce_bytes = (long long)bytes,
+                                  .buckets = (int)((bytes + link.bucket_bytes - 1) / link.bucket_bytes),
+                                  .bus_gbps = link.bus_bytes_per_s / 1e9, .call_us = link.call_us,
+                                  .single_step_us = ct_step_us(g, batch, net->cfg.train.optimizer, &m, per_launch)};
+    static const int gpus[] = {2, 4, 8};
+    for (int i = 0; i < 3; i++) {
+        ct_scaling_row r;
+        ct_scaling_estimate(g, batch, net->cfg.train.optimizer, &m, per_launch, &link, gpus[i], &r);
+        report->rows[i].gpus = r.gpus;
+        report->rows[i].batch_per_gpu = r.batch_per_gpu;
+        report->rows[i].step_us = r.step_us;
+        report->rows[i].allreduce_us = r.allreduce_us;
+        report->rows[i].efficiency_serial = r.efficiency_serial;
+        report->rows[i].efficiency_overlap = r.efficiency_overlap;
+    }
+    report->n_rows = 3;
     return CT_OK;
 }
