@@ -146,6 +146,27 @@ static void test_batchnorm(void)
     ct_close(net);
 }
 
+/* fp16: every replica decides skip or apply, and the scale, from the same averaged gradients. A
+ * growth interval of 3 doubles the scale until steps overflow and are skipped. */
+static void test_fp16(void)
+{
+    ct_net *net = open_net(MLP, "cpu:2", NULL);
+    CHECK(ct_set(net, "train.precision", "fp16") == CT_OK);
+    CHECK(ct_set(net, "train.loss_scale_growth_steps", "3") == CT_OK);
+    CHECK_MSG(ct_fit(net, NULL) == CT_OK, "%s", ct_errmsg(net));
+    CHECK(replicas_identical(net));
+    ct_scaler s0, s1;
+    ct_err err;
+    CHECK(net->replicas[0].be->ops->scaler_get(net->replicas[0].be, &s0, &err) == CT_OK);
+    CHECK(net->replicas[1].be->ops->scaler_get(net->replicas[1].be, &s1, &err) == CT_OK);
+    CHECK(s0.skipped_steps > 0 && s0.applied_steps > 0);
+    CHECK(s0.scale == s1.scale && s0.skipped_steps == s1.skipped_steps && s0.applied_steps == s1.applied_steps &&
+          s0.clean_steps == s1.clean_steps);
+    const ct_graph *a = &net->replicas[0].graph, *b = &net->replicas[1].graph;
+    CHECK(a->params_half.data && memcmp(a->params_half.data, b->params_half.data, ct_tensor_bytes(&a->params_half)) == 0);
+    ct_close(net);
+}
+
 /* A checkpoint saved on 4 replicas holds no replica count: it loads on 1, which saves the same
  * bytes, and trains on; one saved on 1 loads on 4 alike. */
 static void test_checkpoints(void)
@@ -304,6 +325,7 @@ int main(void)
     test_bad_values();
     test_n_against_one();
     test_batchnorm();
+    test_fp16();
     test_checkpoints();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
