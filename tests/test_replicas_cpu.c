@@ -163,7 +163,8 @@ static void test_fp16(void)
     CHECK(s0.scale == s1.scale && s0.skipped_steps == s1.skipped_steps && s0.applied_steps == s1.applied_steps &&
           s0.clean_steps == s1.clean_steps);
     const ct_graph *a = &net->replicas[0].graph, *b = &net->replicas[1].graph;
-    CHECK(a->params_half.data && memcmp(a->params_half.data, b->params_half.data, ct_tensor_bytes(&a->params_half)) == 0);
+    CHECK(a->params_half.data &&
+          memcmp(a->params_half.data, b->params_half.data, ct_tensor_bytes(&a->params_half)) == 0);
     ct_close(net);
 }
 

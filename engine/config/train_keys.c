@@ -206,7 +206,8 @@ static ct_status parse_devices(const ct_value_ctx *vc, const ct_key_spec *ks, co
         long n;
         if (!isdigit((unsigned char)item[0]) || ct_strict_long(item, &n) != 0 || n > INT_MAX)
             return ct_fail_value(vc,
-                                 "bad devices '%s': expected cpu, cpu:N, all or a comma list of device numbers such as 0,1",
+                                 "bad devices '%s': expected cpu, cpu:N, all or a comma list of device numbers "
+                                 "such as 0,1",
                                  text);
         for (int j = 0; j < i; j++)
             if (seen[j] == n)
