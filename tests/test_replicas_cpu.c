@@ -26,6 +26,17 @@ static const char *MLP =
     "[fc1]\ntype = dense\nunits = 64\nactivation = relu\n"
     "[out]\ntype = dense\nunits = 10\n";
 
+/* The same with dropout: each replica draws the masks of its samples' places in the global batch. */
+static const char *MLP_DROPOUT =
+    "[data]\nformat = idx\ntrain = %s/train-images-idx3-ubyte.gz\ntrain_labels = %s/train-labels-idx1-ubyte.gz\n"
+    "test = %s/t10k-images-idx3-ubyte.gz\ntest_labels = %s/t10k-labels-idx1-ubyte.gz\n"
+    "normalize = 0.2860, 0.3530\ntrain_limit = 2010\ntest_limit = 2000\n"
+    "[train]\nepochs = 1\nbatch = 100\noptimizer = adam\nlearning_rate = 0.002\ndevices = cpu\n"
+    "[flat]\ntype = flatten\n"
+    "[fc1]\ntype = dense\nunits = 64\nactivation = relu\n"
+    "[drop]\ntype = dropout\nrate = 0.3\n"
+    "[out]\ntype = dense\nunits = 10\n";
+
 static const char *BN_NET =
     "[data]\nformat = idx\ntrain = %s/train-images-idx3-ubyte.gz\ntrain_labels = %s/train-labels-idx1-ubyte.gz\n"
     "test = %s/t10k-images-idx3-ubyte.gz\ntest_labels = %s/t10k-labels-idx1-ubyte.gz\n"
@@ -96,17 +107,17 @@ static double test_accuracy(ct_net *net)
 }
 
 /* N replicas at batch 100 against one. */
-static void test_n_against_one(void)
+static void test_n_against_one(const char *form, const char *label)
 {
-    ct_net *one = open_net(MLP, "cpu", NULL);
+    ct_net *one = open_net(form, "cpu", NULL);
     CHECK_MSG(ct_fit(one, NULL) == CT_OK, "%s", ct_errmsg(one));
     double acc1 = test_accuracy(one);
-    CHECK_MSG(acc1 > 0.70, "one replica reached %.4f", acc1);
+    CHECK_MSG(acc1 > 0.70, "%s: one replica reached %.4f", label, acc1);
     size_t count1 = 0;
     const float *p1 = params_of(one, 0, &count1);
     const char *devices[] = {"cpu:2", "cpu:4"};
     for (int k = 0; k < 2; k++) {
-        ct_net *many = open_net(MLP, devices[k], NULL);
+        ct_net *many = open_net(form, devices[k], NULL);
         CHECK_MSG(ct_fit(many, NULL) == CT_OK, "%s", ct_errmsg(many));
         CHECK(many->n_replicas == 2 * (k + 1));
         CHECK(ct_batch_size(many) == 100);
@@ -117,10 +128,10 @@ static void test_n_against_one(void)
         CHECK(count == count1);
         double rel = relative_difference(p, p1, count1 < count ? count1 : count);
         double acc = test_accuracy(many);
-        printf("devices = %s: parameters %.3g relative to one replica's; test accuracy %.4f (one: %.4f)\n",
-               devices[k], rel, acc, acc1);
-        CHECK_MSG(rel <= 1e-4, "%s: relative difference %.3g", devices[k], rel);
-        CHECK_MSG(fabs(acc - acc1) <= 0.002, "%s: accuracy %.4f against %.4f", devices[k], acc, acc1);
+        printf("%s, devices = %s: parameters %.3g relative to one replica's; test accuracy %.4f (one: %.4f)\n",
+               label, devices[k], rel, acc, acc1);
+        CHECK_MSG(rel <= 1e-4, "%s, %s: relative difference %.3g", label, devices[k], rel);
+        CHECK_MSG(fabs(acc - acc1) <= 0.002, "%s, %s: accuracy %.4f against %.4f", label, devices[k], acc, acc1);
         ct_close(many);
     }
     ct_close(one);
@@ -324,7 +335,8 @@ int main(void)
     }
     test_local_comm();
     test_bad_values();
-    test_n_against_one();
+    test_n_against_one(MLP, "mlp");
+    test_n_against_one(MLP_DROPOUT, "mlp with dropout");
     test_batchnorm();
     test_fp16();
     test_checkpoints();

@@ -138,7 +138,9 @@ static ct_status replica_step(ct_net *net, int rank, const ct_step_scalars *s, i
     step_ctx ctx = {net, r, slice_size(net, rank, n)};
     /* a captured step is specific to its work, the replica's buffers and the batch size */
     ct_step_key key = {step_work, &r->graph, ctx.n};
-    ct_status st = r->be->ops->set_step(r->be, s, err);
+    ct_step_scalars mine = *s;
+    mine.first_sample = slice_start(net, rank, n);
+    ct_status st = r->be->ops->set_step(r->be, &mine, err);
     if (st == CT_OK)
         st = r->be->ops->run_step(r->be, &key, &ctx, err);
     return st;
