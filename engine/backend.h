@@ -47,6 +47,10 @@ typedef struct ct_step_scalars {
     long t;                  /* step number from 1 */
     float bias1, bias2;      /* Adam's bias corrections 1 - beta1^t, 1 - beta2^t (ct_adam_bias) */
     uint64_t dropout_seed;   /* dropout masks of this step: ct_uniform(seed, layer index, i) */
+    long first_sample;       /* the global batch's index of this replica's first sample: element i
+                              * of its slice draws as element first_sample * (per sample) + i of
+                              * the global batch, so N replicas drop what one would. 0 with one
+                              * replica; the CUDA backend, which runs one, ignores it */
 } ct_step_scalars;
 
 /* One batch for input_submit, in host memory from the device's host_alloc. */

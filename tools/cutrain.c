@@ -28,7 +28,7 @@ static void usage(FILE *out)
             "options:\n"
             "  -c, --config FILE         the network and training config (.ini)\n"
             "  -s, --set SECTION.KEY=V   override a config key (repeatable)\n"
-            "      --devices LIST        same as --set train.devices=LIST (cpu, all, 0, 0,1)\n"
+            "      --devices LIST        same as --set train.devices=LIST (cpu, cpu:N, all, 0, 0,1)\n"
             "      --log FILE            append one JSON line per epoch to FILE\n"
             "      --checkpoint DIR      train: save DIR/ckpt-STEP.ckpt after every epoch (and every\n"
             "                            train.checkpoint_every steps), keep train.keep of them and\n"

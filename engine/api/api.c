@@ -1,6 +1,7 @@
 /* The public face: handles, status codes, per-handle messages (cutrain.h). */
 #include <errno.h>
 #include <limits.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,8 @@ static void release_run(ct_net *net)
     /* the pipeline's ring may be the backend's pinned memory: it goes first */
     ct_pipeline_destroy(net->pipeline);
     net->pipeline = NULL;
+    ct_replica_threads_stop(net->threads);
+    net->threads = NULL;
     for (int i = 0; i < net->n_replicas; i++)
         ct_replica_close(&net->replicas[i]);
     free(net->replicas);
@@ -301,11 +304,43 @@ static ct_status choose_backend(ct_net *net, ct_device **dev, ct_backend **be)
     return open_cpu(net, dev, be);
 }
 
-/* The replicas (one for now) and their communicator; the batch is resolved on replica 0's device
- * (batch = max | auto run their real steps there) before the run's binding, and lr_scaling follows
- * the batch found. */
+/* Replicas 1 .. n-1 of devices = cpu:N, each a CPU device and backend of its own. */
+static ct_status open_more_cpu_replicas(ct_net *net, int n)
+{
+    for (int i = 1; i < n; i++) {
+        ct_device *dev = NULL;
+        ct_backend *be = NULL;
+        ct_status st = open_cpu(net, &dev, &be);
+        if (st != CT_OK) {
+            if (be)
+                be->ops->destroy(be);
+            if (dev)
+                dev->ops->destroy(dev);
+            return st;
+        }
+        dev->fault = net->alloc_fault;
+        net->replicas[i] = (ct_replica){.rank = i, .dev = dev, .be = be};
+        net->n_replicas = i + 1;
+    }
+    return CT_OK;
+}
+
+/* OpenMP threads of each replica's host thread: [train] threads (else every core) shared out. */
+static int threads_per_replica(const ct_net *net)
+{
+    int total = net->cfg.train.threads > 0 ? net->cfg.train.threads : omp_get_max_threads();
+    int each = total / net->n_replicas;
+    return each > 0 ? each : 1;
+}
+
+/* The replicas and their communicator; the batch is resolved on replica 0's device (batch = max |
+ * auto run their real steps there; several replicas take a fixed global batch) before the run's
+ * binding, and lr_scaling follows the batch found. Every replica is bound at its share of the
+ * global batch; replica 0's initial state is then broadcast. */
 static ct_status open_replicas(ct_net *net)
 {
+    const ct_train_config *t = &net->cfg.train;
+    int n = strcmp(t->devices, "cpu") == 0 && t->replicas > 1 ? t->replicas : 1;
     ct_device *dev = NULL;
     ct_backend *be = NULL;
     ct_status st = choose_backend(net, &dev, &be);
@@ -317,29 +352,41 @@ static ct_status open_replicas(ct_net *net)
         return st;
     }
     dev->fault = net->alloc_fault;
-    net->replicas = calloc(1, sizeof *net->replicas);
+    net->replicas = calloc((size_t)n, sizeof *net->replicas);
     if (!net->replicas) {
         be->ops->destroy(be);
         dev->ops->destroy(dev);
         return ct_fail(&net->err, CT_ERR_NOMEM, "out of memory for replicas");
     }
     net->n_replicas = 1;
-    ct_replica *r = &net->replicas[0];
-    *r = (ct_replica){.rank = 0, .dev = dev, .be = be};
+    net->replicas[0] = (ct_replica){.rank = 0, .dev = dev, .be = be};
     st = dev->ops->activate(dev, &net->err);
     if (st == CT_OK)
-        st = ct_comm_single_create(&net->comm, &net->err);
+        st = n > 1 ? ct_comm_local_create(&net->comm, n, t->comm_timeout, &net->err)
+                   : ct_comm_single_create(&net->comm, &net->err);
     if (st == CT_OK)
         st = ct_batch_resolve(net, &net->batch);
+    if (st == CT_OK && n > 1)
+        st = open_more_cpu_replicas(net, n);
     if (st == CT_OK) {
         net->cfg.train.lr_factor = ct_lr_factor(&net->cfg.train, net->batch);
         /* an allocation failure here is explained by the binding (device, batch, plan) */
-        st = ct_replica_bind(r, &net->cfg, net->graph.input, net->graph.classes, net->batch, net->cfg.train.seed,
-                             memory_limit(&net->cfg.train), &net->err);
+        for (int i = 0; i < n && st == CT_OK; i++)
+            st = ct_replica_bind(&net->replicas[i], &net->cfg, net->graph.input, net->graph.classes, net->batch / n,
+                                 t->seed, memory_limit(t), &net->err);
     }
-    if (st == CT_OK && net->cfg.train.precision == CT_PREC_FP16) {
-        ct_scaler s = ct_train_scaler_start(&net->cfg.train);
-        st = be->ops->scaler_set(be, &s, &net->err);
+    for (int i = 0; i < n && st == CT_OK && t->precision == CT_PREC_FP16; i++) {
+        ct_scaler s = ct_train_scaler_start(t);
+        st = net->replicas[i].be->ops->scaler_set(net->replicas[i].be, &s, &net->err);
+    }
+    if (st == CT_OK && n > 1) {
+        int each = threads_per_replica(net);
+        snprintf(net->backend_reason, sizeof net->backend_reason,
+                 "devices = cpu:%d: %d CPU replicas, %d thread%s each, global batch %d (%d per replica)", n, n, each,
+                 each == 1 ? "" : "s", net->batch, net->batch / n);
+        st = ct_replica_threads_start(&net->threads, n, each, net->comm, &net->err);
+        if (st == CT_OK)
+            st = ct_train_broadcast_state(net, &net->err);
     }
     return st;
 }

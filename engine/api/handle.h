@@ -7,6 +7,7 @@
 #include "data/pipeline.h"
 #include "train/comm.h"
 #include "train/replica.h"
+#include "train/replica_threads.h"
 
 struct ct_net {
     ct_err err;
@@ -18,9 +19,11 @@ struct ct_net {
 
     ct_dataset train, test;
     ct_graph graph;          /* the network as built from the config: shapes, no memory */
-    ct_replica *replicas;    /* each a bound copy on one device (one until data parallelism) */
+    ct_replica *replicas;    /* each a bound copy on one device: devices = cpu:N makes N */
     int n_replicas;
     ct_comm *comm;           /* how the replicas agree on gradients */
+    ct_replica_threads *threads; /* one host thread per replica; NULL with one replica, whose
+                              * step runs on the calling thread as it always has */
     char backend_reason[512];
     ct_alloc_fault alloc_fault;  /* handed to the devices as they are created */
 
@@ -66,9 +69,11 @@ void ct_train_apply_threads(const ct_net *net);
 ct_optim_step ct_train_optim_step(const ct_train_config *t, ct_graph *g);
 /* fp16's loss scaler as training starts, from [train]'s loss_scale keys. */
 ct_scaler ct_train_scaler_start(const ct_train_config *t);
-/* One optimizer step on every replica's batch in its network's input tensors (n samples each),
- * at learning rate lr. */
+/* One optimizer step at learning rate lr on a global batch of n samples, each replica's slice
+ * already in its network's input tensors. */
 ct_status ct_train_step(ct_net *net, int n, float lr, ct_err *err);
+/* Replica 0's parameters and batch-norm statistics onto every other replica (nothing with one). */
+ct_status ct_train_broadcast_state(ct_net *net, ct_err *err);
 /* [train] batch resolved on replica 0's device and backend (nothing bound): a number as given, or
  * batch = max | auto searched with real steps (batch_search.c); fills net->search. */
 ct_status ct_batch_resolve(ct_net *net, int *batch);

@@ -45,6 +45,7 @@ void ct_ini_free(ct_ini *ini);
 #define CT_MAX_INPUTS 8   /* producers one layer may read */
 
 #define CT_MAX_BATCH_CANDIDATES 16
+#define CT_MAX_REPLICAS 64        /* devices = cpu:N */
 
 typedef struct ct_train_config {
     int epochs;
@@ -75,7 +76,12 @@ typedef struct ct_train_config {
     float loss_scale;        /* fp16: a fixed loss scale, or 0 for `dynamic` */
     float loss_scale_init;   /* fp16 dynamic: the first scale */
     int loss_scale_growth_steps;  /* fp16 dynamic: clean steps before the scale doubles */
-    char devices[64];        /* "cpu", "all", or a comma list of ordinals */
+    char devices[64];        /* "cpu" (cpu:N too), "all", or a comma list of ordinals */
+    int replicas;            /* devices = cpu:N: N CPU replicas; 1 for every other value (GPU
+                              * replicas are not built yet: a GPU list trains on its first) */
+    int devices_line;        /* file line of `devices`, 0 when from --set or the default */
+    float bucket_mib;        /* gradients all-reduced in buckets of this many MiB */
+    float comm_timeout;      /* seconds a replica waits for the others in a collective */
     int graph;               /* 1 on, 0 off, -1 auto (on for CUDA) */
     int deterministic;       /* 1: cuDNN's deterministic convolution algorithms where one exists */
     uint64_t seed;

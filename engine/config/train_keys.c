@@ -76,6 +76,11 @@ static const ct_key_spec train_keys[] = {
     {.name = "loss_scale_growth_steps", .kind = CT_KEY_INT, .offset = T(loss_scale_growth_steps), .def = "2000",
      .flags = CT_KEY_HAS_MIN, .min = 1},
     {.name = "devices", .kind = CT_KEY_CUSTOM, .parse = parse_devices, .offset = T(devices), .def = "all"},
+    /* DDP's default bucket; a collective that waits longer than comm_timeout is an error */
+    {.name = "bucket_mib", .kind = CT_KEY_FLOAT, .offset = T(bucket_mib), .def = "25",
+     .flags = CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN, .min = 0},
+    {.name = "comm_timeout", .kind = CT_KEY_FLOAT, .offset = T(comm_timeout), .def = "300",
+     .flags = CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN, .min = 0},
     {.name = "graph", .kind = CT_KEY_CUSTOM, .parse = parse_graph, .offset = T(graph), .def = "auto"},
     /* off by default, as PyTorch's torch.backends.cudnn.deterministic */
     {.name = "deterministic", .kind = CT_KEY_BOOL, .offset = T(deterministic), .def = "off"},
@@ -167,13 +172,26 @@ static ct_status parse_candidates(const ct_value_ctx *vc, const ct_key_spec *ks,
     return CT_OK;
 }
 
-/* devices = cpu | all | 0,1,... stored without spaces. */
+/* devices = cpu | cpu:N | all | 0,1,... stored without spaces; cpu:N is stored as cpu with N
+ * replicas, so that every test for the CPU reads the same word. */
 static ct_status parse_devices(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
 {
     char *out = (char *)base + ks->offset;
     const size_t size = sizeof ((ct_train_config *)0)->devices;
+    ct_train_config *t = base;
+    t->devices_line = vc->entry ? vc->entry->line : 0;
+    t->replicas = 1;
     if (strcmp(text, "cpu") == 0 || strcmp(text, "all") == 0) {
         snprintf(out, size, "%s", text);
+        return CT_OK;
+    }
+    if (strncmp(text, "cpu:", 4) == 0) {
+        long n = 0;
+        if (!isdigit((unsigned char)text[4]) || ct_strict_long(text + 4, &n) != 0 || n < 1 || n > CT_MAX_REPLICAS)
+            return ct_fail_value(vc, "bad devices '%s': cpu:N needs N from 1 to %d CPU replicas (cpu:2 trains two "
+                                     "replicas that share the cores)", text, CT_MAX_REPLICAS);
+        snprintf(out, size, "cpu");
+        t->replicas = (int)n;
         return CT_OK;
     }
     ct_item_list list;
@@ -188,7 +206,8 @@ static ct_status parse_devices(const ct_value_ctx *vc, const ct_key_spec *ks, co
         long n;
         if (!isdigit((unsigned char)item[0]) || ct_strict_long(item, &n) != 0 || n > INT_MAX)
             return ct_fail_value(vc,
-                                 "bad devices '%s': expected cpu, all or a comma list of device numbers such as 0,1",
+                                 "bad devices '%s': expected cpu, cpu:N, all or a comma list of device numbers "
+                                 "such as 0,1",
                                  text);
         for (int j = 0; j < i; j++)
             if (seen[j] == n)
@@ -266,6 +285,26 @@ ct_status ct_config_read_train(ct_value_ctx *vc)
     if (t->optimizer == CT_OPT_ADAMW && !ct_section_entry(vc->sec, "weight_decay"))
         t->weight_decay = 0.01f;
     t->lr_factor = 1.0;
+    /* batch is the global batch: every replica takes the same share, as MirroredStrategy's do.
+     * The error names batch's line, or devices' when batch is the default. */
+    const ct_ini_entry *batch_entry = ct_section_entry(vc->sec, "batch");
+    if (!batch_entry)
+        batch_entry = ct_section_entry(vc->sec, "devices");
+    if (t->replicas > 1 && t->batch_mode != CT_BATCH_FIXED)
+        return ct_fail_entry(vc, batch_entry,
+                             "batch = %s with devices = cpu:%d: the batch search runs one device; give the global "
+                             "batch as a number (a multiple of %d)", t->batch_mode == CT_BATCH_MAX ? "max" : "auto",
+                             t->replicas, t->replicas);
+    if (t->replicas > 1 && t->batch % t->replicas != 0) {
+        int lower = t->batch / t->replicas * t->replicas, upper = lower + t->replicas;
+        char lower_text[32] = "";
+        if (lower > 0)
+            snprintf(lower_text, sizeof lower_text, "%d or ", lower);
+        return ct_fail_entry(vc, batch_entry,
+                             "batch = %d does not split evenly over the %d replicas of devices = cpu:%d: batch is "
+                             "the global batch, each replica takes batch / %d; use %s%d", t->batch, t->replicas,
+                             t->replicas, t->replicas, lower_text, upper);
+    }
     if (t->lr_scaling != CT_LR_SCALING_NONE && t->base_batch == 0) {
         char example[32] = "64";
         if (t->batch_mode == CT_BATCH_FIXED)

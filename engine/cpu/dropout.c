@@ -7,17 +7,23 @@
 /* Scale for kept elements; a rate of 1 drops everything, so nothing is left to scale. */
 static float keep_scale(float rate) { return rate < 1.0f ? 1.0f / (1.0f - rate) : 0.0f; }
 
-// x, y, mask: (n); the mask depends only on (seed, stream, i), never on threading
-void ct_cpu_dropout_forward(const float *x, float *y, uint8_t *mask, size_t n, float rate,
-                            uint64_t seed, uint64_t stream)
+// x, y, mask: (n); the mask depends only on (seed, stream, first + i), never on threading
+static void dropout_forward_from(const float *x, float *y, uint8_t *mask, size_t n, float rate, uint64_t seed,
+                                 uint64_t stream, uint64_t first)
 {
     const float scale = keep_scale(rate);
 #pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
-        uint8_t keep = ct_uniform(seed, stream, i) >= rate;
+        uint8_t keep = ct_uniform(seed, stream, first + i) >= rate;
         mask[i] = keep;
         y[i] = keep ? x[i] * scale : 0.0f;
     }
+}
+
+void ct_cpu_dropout_forward(const float *x, float *y, uint8_t *mask, size_t n, float rate,
+                            uint64_t seed, uint64_t stream)
+{
+    dropout_forward_from(x, y, mask, n, rate, seed, stream, 0);
 }
 
 // dy, mask, dx: (n)
@@ -33,14 +39,17 @@ void ct_cpu_dropout_backward(const float *dy, const uint8_t *mask, float *dx, si
 static uint8_t *mask_of(const ct_layer *l) { return (uint8_t *)l->aux->data; }
 
 /* Each layer draws from its own stream (its index) of the step's seed, so masks differ between
- * layers and steps but replay exactly. */
+ * layers and steps but replay exactly; element i of the global batch draws draw i whichever
+ * replica holds it. */
 // x, y: (n, out) fp32; aux: (n, out) uint8
 static ct_status dropout_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
 {
     (void)err;
+    const ct_step_scalars *s = &ct_cpu_of(be)->step;
+    /* a replica's slice draws the elements of its samples' places in the global batch */
     if (training)
-        ct_cpu_dropout_forward(ct_f32(l->x[0]), ct_f32(l->y), mask_of(l), ct_cpu_out_count(l, n), l->cfg->rate,
-                               ct_cpu_of(be)->step.dropout_seed, (uint64_t)l->index);
+        dropout_forward_from(ct_f32(l->x[0]), ct_f32(l->y), mask_of(l), ct_cpu_out_count(l, n), l->cfg->rate,
+                             s->dropout_seed, (uint64_t)l->index, (uint64_t)s->first_sample * ct_cpu_out_count(l, 1));
     else
         memcpy(l->y->data, l->x[0]->data, ct_tensor_rows_bytes(l->y, n));
     return CT_OK;

@@ -66,11 +66,15 @@ static ct_status run_steps(ct_net *net, ct_replica *r, const bench_data *d, long
     ct_status st = CT_OK;
     for (long i = from; i < from + count && st == CT_OK; i++) {
         int k = (int)(i % BENCH_BATCHES);
-        st = dev->ops->copy(dev, g->x.data, d->x[k], xb, err);
+        /* CPU replicas (the only several there are) take the same slice: memory is shared */
+        for (int j = 0; j < net->n_replicas && st == CT_OK; j++) {
+            ct_graph *rg = &net->replicas[j].graph;
+            st = dev->ops->copy(dev, rg->x.data, d->x[k], xb, err);
+            if (st == CT_OK)
+                st = dev->ops->copy(dev, rg->labels.data, d->y[k], yb, err);
+        }
         if (st == CT_OK)
-            st = dev->ops->copy(dev, g->labels.data, d->y[k], yb, err);
-        if (st == CT_OK)
-            st = ct_train_step(net, g->batch, lr, err);
+            st = ct_train_step(net, g->batch * net->n_replicas, lr, err);
     }
     return st;
 }
@@ -85,7 +89,7 @@ ct_status ct_bench(ct_net *net, int warmup, long steps, ct_bench_result *out)
     if (st != CT_OK)
         return st;
     ct_err *err = &net->err;
-    /* one replica is timed (bench runs one device until mirrored data parallelism lands) */
+    /* every replica steps; replica 0's device times them (CPU replicas share the one clock) */
     ct_replica *r = &net->replicas[0];
     ct_graph *g = &r->graph;
     ct_backend *be = r->be;
@@ -134,8 +138,8 @@ ct_status ct_bench(ct_net *net, int warmup, long steps, ct_bench_result *out)
     if (!isfinite(loss))
         return ct_fail(err, CT_ERR_NUMERIC, "the loss became non-finite during the benchmark: lower learning_rate");
     *out = (ct_bench_result){
-        .batch = g->batch, .steps = done, .ms_per_step = total / (double)done, .ms_per_step_min = best,
-        .images_per_s = total > 0 ? (double)g->batch * (double)done / (total / 1000.0) : 0.0,
+        .batch = net->batch, .steps = done, .ms_per_step = total / (double)done, .ms_per_step_min = best,
+        .images_per_s = total > 0 ? (double)net->batch * (double)done / (total / 1000.0) : 0.0,
         .graph = be->graphs, .precision = precision_words[net->cfg.train.precision],
         .loss_scale = scaled ? sc.scale : -1.0, .skipped_steps = scaled ? (long)sc.skipped_steps : -1,
     };

@@ -1,7 +1,7 @@
 /* Communicators: how replicas agree. The step averages every replica's gradients before the
- * optimizer, and replica 0's initial parameters are broadcast to the others. One replica needs
- * neither (ct_comm_single); NCCL over GPUs and a shared-memory one for CPU replicas come with
- * mirrored data parallelism. */
+ * optimizer, and replica 0's initial parameters and batch-norm statistics are broadcast to the
+ * others. One replica needs neither (ct_comm_single); CPU replicas share memory (ct_comm_local);
+ * NCCL over GPUs is still to come. */
 #ifndef CT_COMM_H
 #define CT_COMM_H
 
@@ -11,12 +11,18 @@ typedef struct ct_comm ct_comm;
 
 typedef struct ct_comm_ops {
     const char *name;
-    /* Replaces t on replica `rank` (running on be) with the mean of t over all replicas,
-     * enqueued in order on be's compute stream, without waiting: every rank calls it with the same
-     * tensor in the same step. Inside a captured step. */
-    ct_status (*all_reduce_mean)(ct_comm *c, int rank, ct_backend *be, ct_tensor *t, ct_err *err);
+    /* Replaces t (flat fp32) on replica `rank` (running on be) with the mean of t over all
+     * replicas, enqueued in order on be's compute stream, without waiting: every rank calls it
+     * with the same tensor in the same step. `samples` is how many samples the rank's t was
+     * averaged over: when the ranks' counts differ (a last batch that does not split evenly, a
+     * rank with none), the mean is weighted by them, so the result is the mean over the global
+     * batch; when they agree it is the plain mean. Inside a captured step. */
+    ct_status (*all_reduce_mean)(ct_comm *c, int rank, ct_backend *be, ct_tensor *t, int samples, ct_err *err);
     /* Replaces t on every rank with root's. */
     ct_status (*broadcast)(ct_comm *c, int rank, ct_backend *be, ct_tensor *t, int root, ct_err *err);
+    /* A rank that failed outside a collective says so, so that the others' waits in the current
+     * or next collective end with an error instead of waiting for it (NULL: nothing waits). */
+    void (*abort)(ct_comm *c, int rank);
     void (*destroy)(ct_comm *c);
 } ct_comm_ops;
 
@@ -28,5 +34,10 @@ struct ct_comm {
 
 /* The communicator of a single replica: nothing to exchange. */
 ct_status ct_comm_single_create(ct_comm **out, ct_err *err);
+
+/* `size` CPU replicas in one process, one host thread each, over shared memory. Every element
+ * of a mean is summed in rank order, then divided: the result never depends on which thread
+ * arrives first. A wait longer than timeout_s seconds fails, naming the ranks that never came. */
+ct_status ct_comm_local_create(ct_comm **out, int size, double timeout_s, ct_err *err);
 
 #endif

@@ -3,9 +3,10 @@
 
 #include "train/comm.h"
 
-static ct_status single_all_reduce_mean(ct_comm *c, int rank, ct_backend *be, ct_tensor *t, ct_err *err)
+static ct_status single_all_reduce_mean(ct_comm *c, int rank, ct_backend *be, ct_tensor *t, int samples,
+                                        ct_err *err)
 {
-    (void)c; (void)rank; (void)be; (void)t; (void)err;
+    (void)c; (void)rank; (void)be; (void)t; (void)samples; (void)err;
     return CT_OK;
 }
 
@@ -21,6 +22,7 @@ static const ct_comm_ops single_ops = {
     .name = "single",
     .all_reduce_mean = single_all_reduce_mean,
     .broadcast = single_broadcast,
+    .abort = NULL,
     .destroy = single_destroy,
 };
 

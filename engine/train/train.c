@@ -105,7 +105,7 @@ static ct_status step_work(void *p, ct_err *err)
     if (st == CT_OK)
         st = ct_graph_backward(g, c->n, err);
     if (st == CT_OK)
-        st = c->net->comm->ops->all_reduce_mean(c->net->comm, r->rank, be, &g->grads, err);
+        st = c->net->comm->ops->all_reduce_mean(c->net->comm, r->rank, be, &g->grads, c->n, err);
     /* fp16: the gradients back to their true size, non-finite values counted for the update */
     if (st == CT_OK && c->net->cfg.train.precision == CT_PREC_FP16)
         st = be->ops->unscale(be, &g->grads, err);
@@ -113,6 +113,10 @@ static ct_status step_work(void *p, ct_err *err)
         ct_optim_step s = ct_train_optim_step(&c->net->cfg.train, g);
         st = be->ops->optimizer_step(be, &s, err);
     }
+    /* each replica normalised with its own slice's statistics: replica 0's running statistics
+     * become everyone's (DDP's broadcast_buffers), so every replica evaluates alike */
+    if (st == CT_OK && g->state.count)
+        st = c->net->comm->ops->broadcast(c->net->comm, r->rank, be, &g->state, 0, err);
     return st;
 }
 
@@ -127,6 +131,36 @@ static int slice_start(const ct_net *net, int i, int n)
     return i * (n / net->n_replicas) + (i < n % net->n_replicas ? i : n % net->n_replicas);
 }
 
+/* One step of one replica on its slice of a global batch of n. */
+static ct_status replica_step(ct_net *net, int rank, const ct_step_scalars *s, int n, ct_err *err)
+{
+    ct_replica *r = &net->replicas[rank];
+    step_ctx ctx = {net, r, slice_size(net, rank, n)};
+    /* a captured step is specific to its work, the replica's buffers and the batch size */
+    ct_step_key key = {step_work, &r->graph, ctx.n};
+    ct_step_scalars mine = *s;
+    mine.first_sample = slice_start(net, rank, n);
+    ct_status st = r->be->ops->set_step(r->be, &mine, err);
+    if (st == CT_OK)
+        st = r->be->ops->run_step(r->be, &key, &ctx, err);
+    return st;
+}
+
+typedef struct step_job {
+    ct_net *net;
+    const ct_step_scalars *s;
+    int n;
+} step_job;
+
+/* A replica's step on its own host thread: its collectives wait for the others'. */
+static ct_status replica_step_job(void *p, int rank, ct_err *err)
+{
+    step_job *j = p;
+    ct_device *dev = j->net->replicas[rank].dev;
+    ct_status st = dev->ops->activate(dev, err);
+    return st == CT_OK ? replica_step(j->net, rank, j->s, j->n, err) : st;
+}
+
 ct_status ct_train_step(ct_net *net, int n, float lr, ct_err *err)
 {
     const ct_train_config *t = &net->cfg.train;
@@ -135,19 +169,38 @@ ct_status ct_train_step(ct_net *net, int n, float lr, ct_err *err)
         .lr = lr, .t = step, .bias1 = ct_adam_bias(t->beta1, step), .bias2 = ct_adam_bias(t->beta2, step),
         .dropout_seed = ct_hash3(t->seed, SALT_DROPOUT, (uint64_t)net->step),
     };
-    ct_status st = CT_OK;
-    for (int i = 0; i < net->n_replicas && st == CT_OK; i++) {
-        ct_replica *r = &net->replicas[i];
-        step_ctx ctx = {net, r, slice_size(net, i, n)};
-        /* a captured step is specific to its work, the replica's buffers and the batch size */
-        ct_step_key key = {step_work, &r->graph, ctx.n};
-        st = r->be->ops->set_step(r->be, &s, err);
-        if (st == CT_OK)
-            st = r->be->ops->run_step(r->be, &key, &ctx, err);
+    ct_status st;
+    if (net->threads) {
+        step_job job = {net, &s, n};
+        st = ct_replica_threads_run(net->threads, replica_step_job, &job, err);
+    } else {
+        st = replica_step(net, 0, &s, n, err);
     }
     if (st == CT_OK)
         net->step++;
     return st;
+}
+
+/* Replica 0's parameters (and their half copy) and batch-norm statistics on every replica. */
+static ct_status broadcast_job(void *p, int rank, ct_err *err)
+{
+    ct_net *net = p;
+    ct_replica *r = &net->replicas[rank];
+    ct_graph *g = &r->graph;
+    ct_comm *c = net->comm;
+    ct_status st = r->dev->ops->activate(r->dev, err);
+    if (st == CT_OK)
+        st = c->ops->broadcast(c, rank, r->be, &g->params, 0, err);
+    if (st == CT_OK && g->params_half.data)
+        st = c->ops->broadcast(c, rank, r->be, &g->params_half, 0, err);
+    if (st == CT_OK && g->state.count)
+        st = c->ops->broadcast(c, rank, r->be, &g->state, 0, err);
+    return st;
+}
+
+ct_status ct_train_broadcast_state(ct_net *net, ct_err *err)
+{
+    return net->threads ? ct_replica_threads_run(net->threads, broadcast_job, net, err) : CT_OK;
 }
 
 /* Names the first layer whose output is not finite, to point at where a divergence starts. */
