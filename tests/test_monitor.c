@@ -35,6 +35,9 @@ static void test_proc_parsing(void)
     /* the arithmetic between two readings */
     ct_cpu_reading a = {1, 1, 1000, 500, 2000, 10.0}, b = {1, 1, 1150, 800, 2400, 11.0};
     CHECK_NEAR(ct_cpu_cores_used(&a, &b, 100), 1.5, 1e-12);
+    b.seconds = 10.05; /* 5 ticks' time: too short to tell */
+    CHECK(ct_cpu_cores_used(&a, &b, 100) < 0);
+    b.seconds = 11.0;
     CHECK_NEAR(ct_cpu_machine_percent(&a, &b), 75.0, 1e-12);
     b.have_self = 0;
     CHECK(ct_cpu_cores_used(&a, &b, 100) < 0);

@@ -87,7 +87,9 @@ void ct_cpu_read(ct_cpu_reading *out)
 double ct_cpu_cores_used(const ct_cpu_reading *a, const ct_cpu_reading *b, long ticks_per_s)
 {
     double wall = b->seconds - a->seconds;
-    if (!a->have_self || !b->have_self || wall <= 0 || ticks_per_s <= 0 || b->self_ticks < a->self_ticks)
+    /* a window of a few ticks would read 0 or double: too short to tell */
+    if (!a->have_self || !b->have_self || ticks_per_s <= 0 || wall * (double)ticks_per_s < CT_CPU_MIN_TICKS ||
+        b->self_ticks < a->self_ticks)
         return -1.0;
     return (double)(b->self_ticks - a->self_ticks) / (double)ticks_per_s / wall;
 }

@@ -31,8 +31,8 @@ void ct_time_split_verdict(const ct_time_split *s, int workers, char *buf, size_
         snprintf(buf, n, "input-bound: %d%% waiting for input; %s", wait,
                  workers == 0 ? "use pipeline = parallel" : "raise workers or use augment_on = gpu");
     else if (s->copy >= bound)
-        snprintf(buf, n, "copy-bound: %d%% copying batches to the device; use augment_on = gpu (4x fewer bytes) "
-                 "or a larger prefetch", copy);
+        snprintf(buf, n, "copy-bound: %d%% copying batches to the device; augment_on = gpu ships 4x fewer bytes",
+                 copy);
     else if (s->comm >= bound)
         snprintf(buf, n, "communication-bound: %d%% in the gradient all-reduce; raise the batch per device", comm);
     else if (s->input_wait >= notable)
