@@ -45,6 +45,10 @@ typedef struct ct_net ct_net;
  * the host's view (compute is where the host waits for the device). */
 typedef struct ct_time_split {
     double input_wait, copy, compute, comm;
+    /* On a GPU, the share of the loop its compute stream spent running steps (CUDA events around
+     * each step of the first replica): the device's own view, apart from the four above; negative
+     * on the CPU. */
+    double device_busy;
 } ct_time_split;
 
 /* Per-epoch figures passed to the epoch callback. Test figures are negative when the data has no

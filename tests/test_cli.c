@@ -60,6 +60,7 @@ int main(void)
                   ct_contains(line, "\"cpu_util\": ") &&
                   ct_contains(line, "\"cpu_util_machine\": ") &&
                   ct_contains(line, "\"time_split\": {\"input_wait\": 0.") && ct_contains(line, "\"comm\": 0.") &&
+                  ct_contains(line, "\"device_busy\": null}") &&
                   (ct_contains(line, "\"time_verdict\": \"compute-bound: ") ||
                    ct_contains(line, "\"time_verdict\": \"copy-bound: ") ||
                    ct_contains(line, "\"time_verdict\": \"input-bound: ")), "got: %s", line);

@@ -35,7 +35,7 @@ static int on_epoch(const ct_epoch_stats *s, void *user)
             s->cpu_util, s->cpu_util_machine);
     v->sums_ok += fabs(sum - 1.0) <= 0.05 && t->input_wait >= 0 && t->copy >= 0 && t->compute > 0 && t->comm >= 0 &&
                   fabs(t->input_wait - s->input_wait_share) < 1e-9;
-    v->unknown_gpu += s->gpu_util < 0 && s->gpu_mem_mib < 0 && s->power_w < 0 && s->sm_clock_mhz < 0 &&
+    v->unknown_gpu += s->gpu_util < 0 && t->device_busy < 0 && s->gpu_mem_mib < 0 && s->power_w < 0 && s->sm_clock_mhz < 0 &&
                       s->monitor_note[0] == '\0';
     /* a window under 0.1 s is too short for the process's CPU time (100 ticks a second) */
     v->known_cpu += (s->cpu_util >= 0 || s->images_per_s * 0.1 > 4096) && s->cpu_util_machine >= 0 &&
@@ -94,12 +94,16 @@ static void test_verdicts(void)
 
     /* shares of the wall time, clamped */
     ct_epoch_stats es = {0};
-    ct_time_acc acc = {.input_wait = 1.0, .copy = 0.5, .compute = 2.5, .comm = 0.0};
+    ct_time_acc acc = {.input_wait = 1.0, .copy = 0.5, .compute = 2.5, .comm = 0.0, .device_busy = -1.0};
     ct_time_split_fill(&acc, 4.0, 2, &es);
+    CHECK(es.time_split.device_busy < 0);
     CHECK_NEAR(es.time_split.input_wait, 0.25, 1e-12);
     CHECK_NEAR(es.time_split.copy, 0.125, 1e-12);
     CHECK_NEAR(es.time_split.compute, 0.625, 1e-12);
     CHECK(ct_contains(es.time_verdict, "input-bound: 25%"));
+    acc.device_busy = 3.0;
+    ct_time_split_fill(&acc, 4.0, 2, &es);
+    CHECK_NEAR(es.time_split.device_busy, 0.75, 1e-12);
     acc.compute = -0.1; /* clock noise where compute is tiny */
     ct_time_split_fill(&acc, 0.0, 2, &es);
     CHECK(es.time_split.compute == 0.0 && es.time_split.input_wait == 0.0);

@@ -127,12 +127,14 @@ int cli_on_epoch(const ct_epoch_stats *s, void *user)
         json_figure(clock, sizeof clock, s->sm_clock_mhz, "%.0f");
         json_figure(cpu, sizeof cpu, s->cpu_util, "%.3f");
         json_figure(machine, sizeof machine, s->cpu_util_machine, "%.1f");
+        char busy[32];
+        json_figure(busy, sizeof busy, s->time_split.device_busy, "%.4f");
         fprintf(pr->log,
                 ", \"gpu_util\": %s, \"gpu_mem_mib\": %s, \"power_w\": %s, \"sm_clock_mhz\": %s, \"cpu_util\": %s, "
                 "\"cpu_util_machine\": %s, \"time_split\": {\"input_wait\": %.4f, \"copy\": %.4f, \"compute\": %.4f, "
-                "\"comm\": %.4f}, \"time_verdict\": \"%s\"}\n",
+                "\"comm\": %.4f, \"device_busy\": %s}, \"time_verdict\": \"%s\"}\n",
                 gpu, mem, power, clock, cpu, machine, s->time_split.input_wait, s->time_split.copy,
-                s->time_split.compute, s->time_split.comm, s->time_verdict);
+                s->time_split.compute, s->time_split.comm, busy, s->time_verdict);
         fflush(pr->log);
     }
     return 0;

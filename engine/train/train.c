@@ -299,7 +299,8 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
     float lr = t->learning_rate;
     held_batch held = {-1};
     ct_status st = read_metrics(net, &loss_sum, &correct, 1, err);
-    ct_time_acc split = {0};
+    ct_time_acc split;
+    ct_time_acc_open(&split, net->replicas[0].dev);
     net->comm_seconds = 0.0;
     ct_monitor_begin(net->monitor);
 
@@ -321,7 +322,9 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
             break;
         last_n = n;
         lr = ct_schedule_lr(t, net->step, steps);
+        ct_time_acc_step_begin(&split);
         st = ct_train_step(net, n, lr, err);
+        ct_time_acc_step_end(&split);
         images += n;
         /* where reading back is free, catch a divergence at its step, before anything saves it;
          * elsewhere it is caught at the next metrics read */
@@ -338,6 +341,7 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
                          net->epoch + 1);
         split.compute += now_seconds() - stepped; /* the step, its metrics and callbacks */
     }
+    double loop_end = now_seconds();
     /* whatever ended the loop, no worker keeps running and no slot stays lent out */
     ct_err ignored;
     if (give_back(net, &held, st == CT_OK ? err : &ignored) != CT_OK && st == CT_OK)
@@ -346,9 +350,11 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
         ct_pipeline_stop(net->pipeline);
     if (st == CT_OK)
         st = read_metrics(net, &loss_sum, &correct, 1, err);
+    ct_time_acc_close(&split);
     if (st != CT_OK)
         return st;
     double train_seconds = now_seconds() - started;
+    split.compute += train_seconds - (loop_end - started); /* waiting for the devices to finish */
     if (!isfinite(loss_sum))
         return non_finite_failure(net, last_n, err);
 
