@@ -192,6 +192,19 @@ int ct_monitor_take_note(ct_monitor *m, char *buf, int n)
     return had;
 }
 
+void ct_monitor_epoch_stats(ct_monitor *m, ct_epoch_stats *es)
+{
+    ct_monitor_figures f;
+    ct_monitor_figures_get(m, &f);
+    es->gpu_util = f.gpu_util;
+    es->gpu_mem_mib = f.gpu_mem_mib;
+    es->power_w = f.power_w;
+    es->sm_clock_mhz = f.sm_clock_mhz;
+    es->cpu_util = f.cpu_util;
+    es->cpu_util_machine = f.cpu_util_machine;
+    ct_monitor_take_note(m, es->monitor_note, (int)sizeof es->monitor_note);
+}
+
 void ct_monitor_stop(ct_monitor *m)
 {
     if (!m)

@@ -7,6 +7,8 @@
 #ifndef CT_MONITOR_H
 #define CT_MONITOR_H
 
+#include "cutrain.h"
+
 /* Averages over a window; a figure that is not known is negative. */
 typedef struct ct_monitor_figures {
     double gpu_util;         /* %: mean over the samples of the watched GPUs' mean */
@@ -42,6 +44,8 @@ void ct_monitor_figures_get(ct_monitor *m, ct_monitor_figures *out);
 /* The note on NVML failing mid-run, once: copied into buf (n bytes) and 1 the first call after
  * the failure, 0 otherwise (buf then ""). */
 int ct_monitor_take_note(ct_monitor *m, char *buf, int n);
+/* The window's figures and the pending note, if any, into an epoch's stats. */
+void ct_monitor_epoch_stats(ct_monitor *m, ct_epoch_stats *es);
 /* Stops the thread, unloads NVML, frees. */
 void ct_monitor_stop(ct_monitor *m);
 

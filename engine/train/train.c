@@ -370,15 +370,7 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
     split.comm = net->comm_seconds;
     split.compute -= split.comm;
     ct_time_split_fill(&split, train_seconds, es->input_workers, es);
-    ct_monitor_figures mf;
-    ct_monitor_figures_get(net->monitor, &mf);
-    es->gpu_util = mf.gpu_util;
-    es->gpu_mem_mib = mf.gpu_mem_mib;
-    es->power_w = mf.power_w;
-    es->sm_clock_mhz = mf.sm_clock_mhz;
-    es->cpu_util = mf.cpu_util;
-    es->cpu_util_machine = mf.cpu_util_machine;
-    ct_monitor_take_note(net->monitor, es->monitor_note, (int)sizeof es->monitor_note);
+    ct_monitor_epoch_stats(net->monitor, es);
     static const char *const precision_words[] = {"fp32", "fp16", "bf16"};
     es->precision = precision_words[t->precision];
     st = read_scaler(net, &es->loss_scale, &es->skipped_steps, err);
