@@ -42,7 +42,7 @@ int main(void)
     ct_nvml_close(nv);
     gpu_report("NVML: %s\n", have_nvml ? "loaded" : why);
 
-    static const char *const sets[] = {"data.train_limit", "16384", "train.epochs", "2", "train.batch", "256",
+    static const char *const sets[] = {"data.train_limit", "8192", "train.epochs", "2", "train.batch", "256",
                                        NULL};
     ct_net *net = NULL;
     seen v = {0};
