@@ -137,10 +137,15 @@ static void test_standin_readings(void)
     CHECK_NEAR(f.gpu_mem_mib, 2560.0, 1e-9);
     CHECK_NEAR(f.power_w, 250.0, 1e-9);
     CHECK_NEAR(f.sm_clock_mhz, 1405.0, 1e-9);
-    /* a new window starts empty */
+    /* a new window starts empty; an epoch that ends before the first sample takes one */
     ct_monitor_begin(m);
     ct_monitor_figures_get(m, &f);
     CHECK(f.gpu_samples == 0 && f.gpu_util < 0);
+    ct_epoch_stats es = {0};
+    ct_monitor_epoch_stats(m, &es);
+    CHECK_NEAR(es.gpu_util, 45.0, 1e-9);
+    CHECK_NEAR(es.power_w, 250.0, 1e-9);
+    CHECK(es.monitor_note[0] == '\0');
     ct_monitor_stop(m);
 
     /* the default path: CT_NVML_LIBRARY, and the thread sampling on its own */

@@ -196,6 +196,12 @@ void ct_monitor_epoch_stats(ct_monitor *m, ct_epoch_stats *es)
 {
     ct_monitor_figures f;
     ct_monitor_figures_get(m, &f);
+    /* an epoch shorter than the sampling period: one sample now (NVML's utilization is itself an
+     * average over its last second or so) */
+    if (f.gpu_samples == 0 && ct_monitor_has_gpu(m, NULL, 0)) {
+        ct_monitor_sample(m);
+        ct_monitor_figures_get(m, &f);
+    }
     es->gpu_util = f.gpu_util;
     es->gpu_mem_mib = f.gpu_mem_mib;
     es->power_w = f.power_w;

@@ -44,7 +44,8 @@ void ct_monitor_figures_get(ct_monitor *m, ct_monitor_figures *out);
 /* The note on NVML failing mid-run, once: copied into buf (n bytes) and 1 the first call after
  * the failure, 0 otherwise (buf then ""). */
 int ct_monitor_take_note(ct_monitor *m, char *buf, int n);
-/* The window's figures and the pending note, if any, into an epoch's stats. */
+/* The window's figures and the pending note, if any, into an epoch's stats; a window with no NVML
+ * sample yet (shorter than the period) takes one first. */
 void ct_monitor_epoch_stats(ct_monitor *m, ct_epoch_stats *es);
 /* Stops the thread, unloads NVML, frees. */
 void ct_monitor_stop(ct_monitor *m);
