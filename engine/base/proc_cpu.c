@@ -95,7 +95,7 @@ double ct_cpu_cores_used(const ct_cpu_reading *a, const ct_cpu_reading *b, long 
 
 double ct_cpu_machine_percent(const ct_cpu_reading *a, const ct_cpu_reading *b)
 {
-    if (!a->have_machine || !b->have_machine || b->machine_total <= a->machine_total ||
+    if (!a->have_machine || !b->have_machine || b->machine_total < a->machine_total + CT_CPU_MIN_TICKS ||
         b->machine_busy < a->machine_busy)
         return -1.0;
     return 100.0 * (double)(b->machine_busy - a->machine_busy) / (double)(b->machine_total - a->machine_total);

@@ -21,8 +21,9 @@ typedef struct ct_cpu_reading {
 void ct_cpu_read(ct_cpu_reading *out);
 
 /* Between two readings: the process's CPU use in cores (ticks / ticks per second / wall seconds)
- * and the machine's in % of all its cores; negative where either reading lacks the figure, or,
- * for the process, where the readings are less than CT_CPU_MIN_TICKS ticks apart. */
+ * and the machine's in % of all its cores; negative where either reading lacks the figure, or
+ * where the readings are less than CT_CPU_MIN_TICKS ticks apart (of one core, for the process; of
+ * all of them, for the machine). */
 enum { CT_CPU_MIN_TICKS = 10 };
 double ct_cpu_cores_used(const ct_cpu_reading *a, const ct_cpu_reading *b, long ticks_per_s);
 double ct_cpu_machine_percent(const ct_cpu_reading *a, const ct_cpu_reading *b);
