@@ -39,6 +39,18 @@ typedef enum ct_status {
 
 typedef struct ct_net ct_net;
 
+/* Shares of the train loop's wall time (they add up to 1 within a few percent): waiting for the
+ * input pipeline, copying batches to the devices, computing the step, and communicating (the
+ * gradients' all-reduce between replicas). Timed by the host's clock: exact on the CPU; on a GPU
+ * the host's view (compute is where the host waits for the device). */
+typedef struct ct_time_split {
+    double input_wait, copy, compute, comm;
+    /* On a GPU, the share of the loop its compute stream spent running steps (CUDA events around
+     * each step of the first replica): the device's own view, apart from the four above; negative
+     * on the CPU. */
+    double device_busy;
+} ct_time_split;
+
 /* Per-epoch figures passed to the epoch callback. Test figures are negative when the data has no
  * test set. */
 typedef struct ct_epoch_stats {
@@ -61,6 +73,21 @@ typedef struct ct_epoch_stats {
      * gradient since training began; -1 for both without one (fp32, bf16) */
     double loss_scale;
     long skipped_steps;
+    /* What a monitor saw over the epoch's train loop, negative where unknown: the training GPUs'
+     * utilization (%, NVML's: the share of time a kernel ran, averaged over ~10 samples a second
+     * and the GPUs), the highest memory in use on them (MiB, every process's), their power draw
+     * (W, summed) and SM clock (MHz); the process's CPU use in cores and the machine's in % of
+     * all its cores (/proc). The GPU figures are unknown on the CPU, without NVML
+     * (libnvidia-ml.so.1), and after NVML fails. */
+    double gpu_util, gpu_mem_mib, power_w, sm_clock_mhz;
+    double cpu_util, cpu_util_machine;
+    ct_time_split time_split;
+    /* One line on what bounds the step, e.g. "input-bound: 61% waiting for input; raise workers
+     * or use augment_on = gpu". */
+    char time_verdict[192];
+    /* Set on the epoch in which NVML stopped answering (the GPU figures are unknown from then
+     * on), "" otherwise: a warning to show once. */
+    char monitor_note[256];
 } ct_epoch_stats;
 
 /* Progress within an epoch, passed to the step callback every `step_every` steps and at the
@@ -72,6 +99,7 @@ typedef struct ct_progress {
     double images_per_s;
     double seconds;         /* since the epoch started */
     double input_wait_share;/* of the epoch so far */
+    double gpu_util;        /* % over the epoch so far, negative when unknown (see ct_epoch_stats) */
     long skipped_steps;     /* fp16 on a host-memory device (the CPU), where reading the scaler is free:
                              * steps skipped so far; -1 elsewhere (the epoch's stats have it) */
 } ct_progress;

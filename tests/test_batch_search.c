@@ -257,7 +257,7 @@ static void test_auto_logged(void)
         char *second = strchr(log, '\n');
         second = second ? second + 1 : NULL;
         char want[32];
-        snprintf(want, sizeof want, "\"batch\": %d}", batch);
+        snprintf(want, sizeof want, "\"batch\": %d, \"gpu_util\"", batch);
         CHECK_MSG(second && ct_contains(second, "\"epoch\": 2") && ct_contains(second, want) &&
                       !ct_contains(second, "batch_search"), "%s", log);
         CHECK(ct_contains(log, "\"batch_mode\": \"auto\""));

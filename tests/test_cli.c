@@ -2,6 +2,7 @@
  * config), messages naming file and line, the JSON-lines log, eval, summary and bench. */
 #define _DEFAULT_SOURCE
 #include "tests/cli_util.h"
+#include "tests/json_check.h"
 
 static const char *NET =
     "[data]\nformat = synthetic\nshape = 6, 6, 1\nclasses = 3\ncount = 300\ntest_count = 90\n"
@@ -49,9 +50,20 @@ int main(void)
     FILE *f = fopen(log_path, "r");
     CHECK(f != NULL);
     int records = 0;
-    char line[1024];
+    char line[4096];
     while (f && fgets(line, sizeof line, f)) {
         records++;
+        /* the monitor's figures: null where unknown (no GPU trains here), the CPU's known, and
+         * the time split with its verdict */
+        CHECK_MSG(json_valid(line) && ct_contains(line, "\"gpu_util\": null") &&
+                  ct_contains(line, "\"gpu_mem_mib\": null") && ct_contains(line, "\"power_w\": null") &&
+                  ct_contains(line, "\"cpu_util\": ") &&
+                  ct_contains(line, "\"cpu_util_machine\": ") &&
+                  ct_contains(line, "\"time_split\": {\"input_wait\": 0.") && ct_contains(line, "\"comm\": 0.") &&
+                  ct_contains(line, "\"device_busy\": null}") &&
+                  (ct_contains(line, "\"time_verdict\": \"compute-bound: ") ||
+                   ct_contains(line, "\"time_verdict\": \"copy-bound: ") ||
+                   ct_contains(line, "\"time_verdict\": \"input-bound: ")), "got: %s", line);
         CHECK(ct_contains(line, "\"epoch\": ") && ct_contains(line, "\"loss\": ") &&
               ct_contains(line, "\"train_accuracy\": ") && ct_contains(line, "\"test_accuracy\": 0.") &&
               ct_contains(line, "\"images_per_s\": ") && ct_contains(line, "\"seconds\": ") &&

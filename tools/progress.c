@@ -3,6 +3,15 @@
 
 #include "cli.h"
 
+/* A figure of the monitor's, or null where it is unknown (negative). */
+static void json_figure(char *buf, size_t n, double v, const char *fmt)
+{
+    if (v >= 0)
+        snprintf(buf, n, fmt, v);
+    else
+        snprintf(buf, n, "null");
+}
+
 static void format_rate(double per_s, char *buf, size_t n)
 {
     if (per_s >= 1e6)
@@ -25,9 +34,11 @@ int cli_on_step(const ct_progress *p, void *user)
     format_rate(p->images_per_s, rate, sizeof rate);
     double eta = p->step_in_epoch ? p->seconds * (double)(p->steps_per_epoch - p->step_in_epoch) /
                                         (double)p->step_in_epoch : 0.0;
-    printf("\repoch %d/%d [%s] %ld/%ld loss %.4f acc %.4f %s img/s ETA %d:%02d", p->epoch, p->epochs,
-           bar, p->step_in_epoch, p->steps_per_epoch, p->loss, p->accuracy, rate, (int)eta / 60,
-           (int)eta % 60);
+    printf("\repoch %d/%d [%s] %ld/%ld loss %.4f acc %.4f %s img/s", p->epoch, p->epochs, bar,
+           p->step_in_epoch, p->steps_per_epoch, p->loss, p->accuracy, rate);
+    if (p->gpu_util >= 0)
+        printf(" GPU %.0f%%", p->gpu_util);
+    printf(" ETA %d:%02d", (int)eta / 60, (int)eta % 60);
     /* the TensorFlow Profiler's "moderately input-bound" threshold: below it, say nothing */
     if (p->input_wait_share >= 0.05)
         printf(" input-bound %.0f%%", 100.0 * p->input_wait_share);
@@ -45,6 +56,9 @@ int cli_on_epoch(const ct_epoch_stats *s, void *user)
     format_rate(s->images_per_s, rate, sizeof rate);
     if (pr->tty)
         printf("\r\033[K");
+    /* NVML failing mid-run: once, and training goes on */
+    if (s->monitor_note[0])
+        fprintf(stderr, "cutrain: note: %s\n", s->monitor_note);
     if (!pr->quiet || s->epoch == s->epochs) {
         printf("epoch %d/%d: loss %.4f train_acc %.4f", s->epoch, s->epochs, s->loss, s->train_accuracy);
         if (s->test_accuracy >= 0)
@@ -55,7 +69,19 @@ int cli_on_epoch(const ct_epoch_stats *s, void *user)
         if (s->input_wait_share >= 0.05)
             printf(" (%s: %.0f%% of the time waiting for input, %d workers)", ct_input_verdict(s->input_wait_share),
                    100.0 * s->input_wait_share, s->input_workers);
+        if (s->gpu_util >= 0)
+            printf(" GPU %.0f%%", s->gpu_util);
+        if (s->gpu_mem_mib >= 0)
+            printf(" %.0f MiB", s->gpu_mem_mib);
+        if (s->power_w >= 0)
+            printf(" %.0f W", s->power_w);
+        if (s->cpu_util >= 0)
+            printf(" CPU %.1f cores", s->cpu_util);
+        if (s->cpu_util_machine >= 0)
+            printf(" (machine %.0f%%)", s->cpu_util_machine);
         printf("\n");
+        if (!pr->quiet && s->time_verdict[0])
+            printf("  %s\n", s->time_verdict);
         fflush(stdout);
     }
     if (pr->log) {
@@ -94,7 +120,21 @@ int cli_on_epoch(const ct_epoch_stats *s, void *user)
             fprintf(pr->log, "], \"batch_mode\": \"%s\"", pr->search->mode);
         }
         pr->search = NULL;
-        fprintf(pr->log, "}\n");
+        char gpu[32], mem[32], power[32], clock[32], cpu[32], machine[32];
+        json_figure(gpu, sizeof gpu, s->gpu_util, "%.1f");
+        json_figure(mem, sizeof mem, s->gpu_mem_mib, "%.1f");
+        json_figure(power, sizeof power, s->power_w, "%.1f");
+        json_figure(clock, sizeof clock, s->sm_clock_mhz, "%.0f");
+        json_figure(cpu, sizeof cpu, s->cpu_util, "%.3f");
+        json_figure(machine, sizeof machine, s->cpu_util_machine, "%.1f");
+        char busy[32];
+        json_figure(busy, sizeof busy, s->time_split.device_busy, "%.4f");
+        fprintf(pr->log,
+                ", \"gpu_util\": %s, \"gpu_mem_mib\": %s, \"power_w\": %s, \"sm_clock_mhz\": %s, \"cpu_util\": %s, "
+                "\"cpu_util_machine\": %s, \"time_split\": {\"input_wait\": %.4f, \"copy\": %.4f, \"compute\": %.4f, "
+                "\"comm\": %.4f, \"device_busy\": %s}, \"time_verdict\": \"%s\"}\n",
+                gpu, mem, power, clock, cpu, machine, s->time_split.input_wait, s->time_split.copy,
+                s->time_split.compute, s->time_split.comm, busy, s->time_verdict);
         fflush(pr->log);
     }
     return 0;

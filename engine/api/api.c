@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/handle.h"
+#include "train/monitor.h"
 #ifdef CUTRAIN_HAVE_CUDA
 #include "cuda/cuda_device.h"
 #endif
@@ -501,7 +502,13 @@ ct_status ct_prepare_inference(ct_net *net)
 ct_status ct_fit(ct_net *net, const ct_callbacks *callbacks)
 {
     ct_status st = ct_prepare(net);
-    return st == CT_OK ? ct_train_fit(net, callbacks) : st;
+    if (st != CT_OK)
+        return st;
+    net->monitor = ct_run_monitor_start(net);
+    st = ct_train_fit(net, callbacks);
+    ct_monitor_stop(net->monitor);
+    net->monitor = NULL;
+    return st;
 }
 
 ct_status ct_evaluate(ct_net *net, ct_eval_result *result)

@@ -40,6 +40,8 @@ struct ct_net {
     int epoch;               /* epochs completed */
     long step;               /* optimizer steps taken */
     double last_test_accuracy; /* of the last evaluation after an epoch, -1 when none */
+    struct ct_monitor *monitor; /* while ct_fit runs: GPU and CPU use (train/monitor.h) */
+    double comm_seconds;     /* the all-reduce's time by the clock this epoch, where steps run on the host */
 };
 
 /* The training pipeline's config: [data]'s keys, the backend's host memory for its ring, device
@@ -54,6 +56,10 @@ ct_status ct_net_build_graph(ct_net *net);
 struct ct_checkpoint;
 ct_status ct_net_snapshot(ct_net *net, double test_accuracy, struct ct_checkpoint *ck, ct_err *err);
 ct_status ct_net_restore(ct_net *net, const struct ct_checkpoint *ck, const char *source, ct_err *err);
+
+/* The monitor of a run (train/monitor_run.c): watches the GPUs that replicas train on (none on
+ * the CPU) at 10 Hz. NULL only when memory runs out. */
+struct ct_monitor *ct_run_monitor_start(ct_net *net);
 
 /* The trainer (train.c). */
 ct_status ct_train_fit(ct_net *net, const ct_callbacks *cb);

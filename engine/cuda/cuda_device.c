@@ -54,6 +54,15 @@ ct_status ct_cuda_devices(int *count, char *reason, size_t reason_size)
     return CT_OK;
 }
 
+ct_status ct_cuda_pci_bus_id(int ordinal, char *buf, int n, ct_err *err)
+{
+    if (!buf || n <= 0)
+        return ct_fail(err, CT_ERR_USAGE, "ct_cuda_pci_bus_id: no buffer");
+    buf[0] = '\0';
+    CT_CUDA_CHECK(cudaDeviceGetPCIBusId(buf, n, ordinal), err);
+    return CT_OK;
+}
+
 ct_status ct_cuda_device_name(int ordinal, char *buf, size_t n, size_t *total_mem, ct_err *err)
 {
     if (!buf || n == 0)

@@ -20,6 +20,10 @@ ct_status ct_cuda_devices(int *count, char *reason, size_t reason_size);
  * into *total_mem when not NULL. */
 ct_status ct_cuda_device_name(int ordinal, char *buf, size_t n, size_t *total_mem, ct_err *err);
 
+/* PCI bus id of device `ordinal` ("0000:3b:00.0") into buf (n bytes, always terminated): how
+ * the monitor finds the same GPU in NVML whatever CUDA_VISIBLE_DEVICES says. */
+ct_status ct_cuda_pci_bus_id(int ordinal, char *buf, int n, ct_err *err);
+
 /* Compute capability of device `ordinal` (7.0 Volta: fp16 tensor cores; 8.0 Ampere: bf16). */
 ct_status ct_cuda_device_capability(int ordinal, int *major, int *minor, ct_err *err);
 

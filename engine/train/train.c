@@ -6,6 +6,8 @@
 #include <time.h>
 
 #include "api/handle.h"
+#include "train/monitor.h"
+#include "train/time_split.h"
 
 static double now_seconds(void)
 {
@@ -104,8 +106,12 @@ static ct_status step_work(void *p, ct_err *err)
         st = be->ops->loss(be, out->y, &g->labels, out->dy, c->n, err);
     if (st == CT_OK)
         st = ct_graph_backward(g, c->n, err);
+    double comm_started = now_seconds();
     if (st == CT_OK)
         st = c->net->comm->ops->all_reduce_mean(c->net->comm, r->rank, be, &g->grads, c->n, err);
+    /* the time split's comm share: by the clock only where the step runs on the host */
+    if (r->rank == 0 && r->dev->host_memory)
+        c->net->comm_seconds += now_seconds() - comm_started;
     /* fp16: the gradients back to their true size, non-finite values counted for the update */
     if (st == CT_OK && c->net->cfg.train.precision == CT_PREC_FP16)
         st = be->ops->unscale(be, &g->grads, err);
@@ -268,8 +274,11 @@ static int report_progress(const ct_callbacks *cb, ct_net *net, long done, long 
         .steps_per_epoch = steps, .loss = seen > 0 ? loss_sum / seen : 0.0, .skipped_steps = skipped,
         .accuracy = seen > 0 ? (double)correct / seen : 0.0,
         .images_per_s = seconds > 0 ? images / seconds : 0.0, .seconds = seconds,
-        .input_wait_share = seconds > 0 ? waited / seconds : 0.0,
+        .input_wait_share = seconds > 0 ? waited / seconds : 0.0, .gpu_util = -1.0,
     };
+    ct_monitor_figures mf;
+    ct_monitor_figures_get(net->monitor, &mf);
+    p.gpu_util = mf.gpu_util;
     return cb->on_step(&p, cb->user);
 }
 
@@ -343,6 +352,10 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
     float lr = t->learning_rate;
     held_batch held = {-1};
     ct_status st = read_metrics(net, &loss_sum, &correct, 1, err);
+    ct_time_acc split;
+    ct_time_acc_open(&split, net->replicas[0].dev);
+    net->comm_seconds = 0.0;
+    ct_monitor_begin(net->monitor);
 
     /* a checkpoint saved mid-epoch resumes at the batch after it: the order is a function of
      * (seed, epoch), so the remaining batches are the ones the interrupted run would have seen */
@@ -353,12 +366,18 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
         st = ct_pipeline_start_epoch(net->pipeline, net->epoch, first, err);
     for (long b = first; b < steps && st == CT_OK; b++) {
         int n = 0;
+        double fed = now_seconds(), waited_before = waited;
         st = feed(net, &held, &n, &waited, err);
+        double stepped = now_seconds();
+        split.input_wait += waited - waited_before;
+        split.copy += stepped - fed - (waited - waited_before);
         if (st != CT_OK || n == 0)
             break;
         last_n = n;
         lr = ct_schedule_lr(t, net->step, steps);
+        ct_time_acc_step_begin(&split);
         st = ct_train_step(net, n, lr, err);
+        ct_time_acc_step_end(&split);
         images += n;
         /* where reading back is free, catch a divergence at its step, before anything saves it;
          * elsewhere it is caught at the next metrics read */
@@ -373,7 +392,9 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
         if (st == CT_OK && cb && cb->after_step && cb->after_step(net, net->step, cb->user))
             st = ct_fail(err, CT_ERR_STOPPED, "training stopped after step %ld (epoch %d)", net->step,
                          net->epoch + 1);
+        split.compute += now_seconds() - stepped; /* the step, its metrics and callbacks */
     }
+    double loop_end = now_seconds();
     /* whatever ended the loop, no worker keeps running and no slot stays lent out */
     ct_err ignored;
     if (give_back(net, &held, st == CT_OK ? err : &ignored) != CT_OK && st == CT_OK)
@@ -382,9 +403,11 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
         ct_pipeline_stop(net->pipeline);
     if (st == CT_OK)
         st = read_metrics(net, &loss_sum, &correct, 1, err);
+    ct_time_acc_close(&split);
     if (st != CT_OK)
         return st;
     double train_seconds = now_seconds() - started;
+    split.compute += train_seconds - (loop_end - started); /* waiting for the devices to finish */
     if (!isfinite(loss_sum))
         return non_finite_failure(net, last_n, err);
 
@@ -397,6 +420,10 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
         .input_wait_share = train_seconds > 0 ? waited / train_seconds : 0.0,
     };
     ct_pipeline_info(net->pipeline, &es->input_workers, &es->input_prefetch, NULL);
+    split.comm = net->comm_seconds;
+    split.compute -= split.comm;
+    ct_time_split_fill(&split, train_seconds, es->input_workers, es);
+    ct_monitor_epoch_stats(net->monitor, es);
     static const char *const precision_words[] = {"fp32", "fp16", "bf16"};
     es->precision = precision_words[t->precision];
     st = read_scaler(net, &es->loss_scale, &es->skipped_steps, err);
