@@ -11,7 +11,7 @@ static size_t pad(size_t bytes) { return ct_pool_block_bytes(bytes) - bytes; }
 
 void ct_graph_plan_allocator(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan)
 {
-    size_t n = (size_t)batch, pbytes = param_bytes(g), grads = 0, padding = 0, workspace, scratch;
+    size_t n = (size_t)batch, pbytes = param_bytes(g), padding = 0, workspace, scratch;
     size_t x_bytes = n * ct_shape_size(g->input) * ct_dtype_size(CT_DTYPE_F32);
     size_t y_bytes = n * ct_dtype_size(CT_DTYPE_I32);
     /* ct_graph_bind: params, grads, the moments, state, the half copy, x, labels */
@@ -20,10 +20,9 @@ void ct_graph_plan_allocator(const ct_graph *g, ct_backend *be, int batch, ct_op
     if (g->half != CT_DTYPE_F32)
         padding += pad(g->param_span * ct_dtype_size(g->half));
     padding += pad(x_bytes) + pad(y_bytes);
-    /* bind_layers: the activation gradients' block, then each layer's y, z and aux */
-    for (int i = 0; i < g->n_layers; i++)
-        grads += grad_span(&g->layers[i], batch);
-    padding += pad(grads);
+    /* bind_layers: the activation gradients' block (shared where lifetimes allow), then each
+     * layer's y, z and aux */
+    padding += pad(ct_graph_grad_layout(g, batch, NULL));
     for (int i = 0; i < g->n_layers; i++) {
         const ct_layer *l = &g->layers[i];
         size_t out = n * ct_shape_size(l->out) * ct_dtype_size(l->dtype);
