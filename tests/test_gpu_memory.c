@@ -4,8 +4,7 @@
  * refuses a batch whose plan is over the cap, with the plan's breakdown, and trains one under it
  * without passing it; memory = preallocate reserves the free memory up front and trains. Exits 77
  * without a GPU. */
-#include "cutrain.h"
-#include "test_util.h"
+#include "tests/e2e_common.h"
 
 #ifdef CUTRAIN_HAVE_CUDA
 #include "tests/gpu_test.h"
@@ -23,23 +22,10 @@ static size_t free_memory(void)
 
 static ct_net *open_cnn(const char *memory, const char *batch)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/models/fmnist_cnn.ini", CT_SOURCE_DIR);
+    const char *sets[] = {"data.train_limit", "2048", "data.test_limit", "256", "train.epochs", "1",
+                          "train.memory", memory, "train.batch", batch, NULL};
     ct_net *net = NULL;
-    ct_status st = ct_open_file(path, &net);
-    char train[512], train_labels[512], test[512], test_labels[512];
-    snprintf(train, sizeof train, "%s/train-images-idx3-ubyte.gz", ct_fmnist_dir());
-    snprintf(train_labels, sizeof train_labels, "%s/train-labels-idx1-ubyte.gz", ct_fmnist_dir());
-    snprintf(test, sizeof test, "%s/t10k-images-idx3-ubyte.gz", ct_fmnist_dir());
-    snprintf(test_labels, sizeof test_labels, "%s/t10k-labels-idx1-ubyte.gz", ct_fmnist_dir());
-    const char *keys[][2] = {
-        {"data.train", train}, {"data.train_labels", train_labels}, {"data.test", test},
-        {"data.test_labels", test_labels}, {"data.train_limit", "2048"}, {"data.test_limit", "256"},
-        {"train.devices", "0"}, {"train.epochs", "1"}, {"train.memory", memory}, {"train.batch", batch},
-    };
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0] && st == CT_OK; i++)
-        st = ct_set(net, keys[i][0], keys[i][1]);
-    if (st != CT_OK) {
+    if (e2e_open("fmnist_cnn.ini", "0", sets, &net) != CT_OK) {
         fprintf(stderr, "fmnist_cnn.ini: %s\n", ct_errmsg(net));
         exit(1);
     }

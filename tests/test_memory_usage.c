@@ -3,30 +3,14 @@
  * model zoo, at the config's batch and at an odd one (whose buffers the pool rounds up); training
  * allocates nothing more; a cap refuses with the plan's breakdown and trains at the plan's size;
  * an allocation failure names the device, the batch and the plan, and suggests batch = max. */
-#include "cutrain.h"
-#include "test_util.h"
+#include "tests/e2e_common.h"
 
 static ct_net *open_model(const char *model, const char *precision, const char *batch)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/models/%s", CT_SOURCE_DIR, model);
+    const char *sets[] = {"data.train_limit", "256", "data.test_limit", "64", "train.precision", precision,
+                          "train.epochs", "1", batch ? "train.batch" : NULL, batch, NULL};
     ct_net *net = NULL;
-    ct_status st = ct_open_file(path, &net);
-    char train[512], train_labels[512], test[512], test_labels[512];
-    snprintf(train, sizeof train, "%s/train-images-idx3-ubyte.gz", ct_fmnist_dir());
-    snprintf(train_labels, sizeof train_labels, "%s/train-labels-idx1-ubyte.gz", ct_fmnist_dir());
-    snprintf(test, sizeof test, "%s/t10k-images-idx3-ubyte.gz", ct_fmnist_dir());
-    snprintf(test_labels, sizeof test_labels, "%s/t10k-labels-idx1-ubyte.gz", ct_fmnist_dir());
-    const char *keys[][2] = {
-        {"data.train", train}, {"data.train_labels", train_labels}, {"data.test", test},
-        {"data.test_labels", test_labels}, {"data.train_limit", "256"}, {"data.test_limit", "64"},
-        {"train.devices", "cpu"}, {"train.precision", precision}, {"train.epochs", "1"},
-    };
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0] && st == CT_OK; i++)
-        st = ct_set(net, keys[i][0], keys[i][1]);
-    if (st == CT_OK && batch)
-        st = ct_set(net, "train.batch", batch);
-    if (st != CT_OK) {
+    if (e2e_open(model, "cpu", sets, &net) != CT_OK) {
         fprintf(stderr, "%s: %s\n", model, ct_errmsg(net));
         exit(1);
     }

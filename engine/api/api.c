@@ -305,6 +305,16 @@ static ct_status choose_backend(ct_net *net, ct_device **dev, ct_backend **be)
     return open_cpu(net, dev, be);
 }
 
+/* A device and its backend opened for a replica or a question, released together (either may be
+ * NULL when opening failed part way). */
+static void close_pair(ct_device *dev, ct_backend *be)
+{
+    if (be)
+        be->ops->destroy(be);
+    if (dev)
+        dev->ops->destroy(dev);
+}
+
 /* Replicas 1 .. n-1 of devices = cpu:N, each a CPU device and backend of its own. */
 static ct_status open_more_cpu_replicas(ct_net *net, int n)
 {
@@ -313,10 +323,7 @@ static ct_status open_more_cpu_replicas(ct_net *net, int n)
         ct_backend *be = NULL;
         ct_status st = open_cpu(net, &dev, &be);
         if (st != CT_OK) {
-            if (be)
-                be->ops->destroy(be);
-            if (dev)
-                dev->ops->destroy(dev);
+            close_pair(dev, be);
             return st;
         }
         dev->fault = net->alloc_fault;
@@ -346,17 +353,13 @@ static ct_status open_replicas(ct_net *net)
     ct_backend *be = NULL;
     ct_status st = choose_backend(net, &dev, &be);
     if (st != CT_OK) {
-        if (be)
-            be->ops->destroy(be);
-        if (dev)
-            dev->ops->destroy(dev);
+        close_pair(dev, be);
         return st;
     }
     dev->fault = net->alloc_fault;
     net->replicas = calloc((size_t)n, sizeof *net->replicas);
     if (!net->replicas) {
-        be->ops->destroy(be);
-        dev->ops->destroy(dev);
+        close_pair(dev, be);
         return ct_fail(&net->err, CT_ERR_NOMEM, "out of memory for replicas");
     }
     net->n_replicas = 1;
@@ -694,12 +697,8 @@ ct_status ct_memory_info_get(ct_net *net, int batch, ct_memory_info *info)
     }
     if (st == CT_OK)
         info->planned_with = be->ops->name;
-    if (owned) {   /* made for the question, not the replica's */
-        if (be)
-            be->ops->destroy(be);
-        if (dev)
-            dev->ops->destroy(dev);
-    }
+    if (owned)   /* made for the question, not the replica's */
+        close_pair(dev, be);
     return st;
 }
 

@@ -64,7 +64,7 @@ typedef struct ct_memory_plan {
 void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan);
 /* Adds to a plan what the device allocates beyond ct_graph_bind's requested bytes: the backend's
  * own buffers and the pool's rounding (plan->backend, plan->padding, into total and uint8). Called
- * by ct_graph_plan. */
+ * by ct_graph_plan, once the rest of the plan (plan->gradients among it) is filled. */
 void ct_graph_plan_allocator(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan);
 
 /* The largest multiple of 8, at most batch_max, whose plan takes at most `budget` bytes; 0 when

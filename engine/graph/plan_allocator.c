@@ -22,7 +22,7 @@ void ct_graph_plan_allocator(const ct_graph *g, ct_backend *be, int batch, ct_op
     padding += pad(x_bytes) + pad(y_bytes);
     /* bind_layers: the activation gradients' block (shared where lifetimes allow), then each
      * layer's y, z and aux */
-    padding += pad(ct_graph_grad_layout(g, batch, NULL));
+    padding += pad(plan->gradients);
     for (int i = 0; i < g->n_layers; i++) {
         const ct_layer *l = &g->layers[i];
         size_t out = n * ct_shape_size(l->out) * ct_dtype_size(l->dtype);
