@@ -1,7 +1,7 @@
 /* Communicators: how replicas agree. The step averages every replica's gradients before the
  * optimizer, and replica 0's initial parameters and batch-norm statistics are broadcast to the
  * others. One replica needs neither (ct_comm_single); CPU replicas share memory (ct_comm_local);
- * NCCL over GPUs is still to come. */
+ * NCCL over GPUs (ct_comm_nccl) reduces on a stream of its own. */
 #ifndef CT_COMM_H
 #define CT_COMM_H
 
@@ -18,6 +18,11 @@ typedef struct ct_comm_ops {
      * rank with none), the mean is weighted by them, so the result is the mean over the global
      * batch; when they agree it is the plain mean. Inside a captured step. */
     ct_status (*all_reduce_mean)(ct_comm *c, int rank, ct_backend *be, ct_tensor *t, int samples, ct_err *err);
+    /* Makes be's compute stream wait for every all_reduce_mean this rank enqueued since the last
+     * call: a communicator that reduces on a stream of its own (NCCL, overlapping backward) joins
+     * it here, before the update reads the gradients. NULL: the reductions already run in order
+     * on the compute stream. Inside a captured step, without waiting on the host. */
+    ct_status (*join)(ct_comm *c, int rank, ct_backend *be, ct_err *err);
     /* Replaces t on every rank with root's. */
     ct_status (*broadcast)(ct_comm *c, int rank, ct_backend *be, ct_tensor *t, int root, ct_err *err);
     /* A rank that failed outside a collective says so, so that the others' waits in the current

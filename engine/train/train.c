@@ -109,6 +109,8 @@ static ct_status step_work(void *p, ct_err *err)
     double comm_started = now_seconds();
     if (st == CT_OK)
         st = c->net->comm->ops->all_reduce_mean(c->net->comm, r->rank, be, &g->grads, c->n, err);
+    if (st == CT_OK && c->net->comm->ops->join)
+        st = c->net->comm->ops->join(c->net->comm, r->rank, be, err);
     /* the time split's comm share: by the clock only where the step runs on the host */
     if (r->rank == 0 && r->dev->host_memory)
         c->net->comm_seconds += now_seconds() - comm_started;
