@@ -366,6 +366,13 @@ typedef struct ct_input_bench_result {
  * each handed back at once, timed on the host clock. */
 ct_status ct_bench_input(ct_net *net, long warmup, long batches, ct_input_bench_result *out);
 
+/* Runs two training steps like ct_bench's (which they change the weights as) and writes the
+ * second's trace to path as Chrome trace JSON (chrome://tracing, ui.perfetto.dev): on each
+ * replica, every layer's backward and every gradient bucket's all-reduce ([train] bucket_mib),
+ * with start and duration by the host clock, so one sees whether the reductions overlap backward.
+ * On a GPU the host clock shows when the work was enqueued, not when it ran. */
+ct_status ct_trace_step(ct_net *net, const char *path);
+
 /* ---- GPU health (cutrain doctor) ---- */
 
 #define CT_DOCTOR_MAX_GPUS 16

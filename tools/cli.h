@@ -28,6 +28,7 @@ typedef struct cli_options {
     const char *batch;           /* --batch B: train.batch */
     const char *precision;       /* --precision P: train.precision */
     int input_only;              /* bench: the input pipeline alone */
+    const char *trace;           /* bench: write one step's trace here */
     int json;                    /* summary: one JSON object instead of the table */
     double bus_gbps;             /* summary: all-reduce bus bandwidth for the scaling estimate (0: model) */
     int quiet;

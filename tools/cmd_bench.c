@@ -43,6 +43,8 @@ int cmd_bench(const cli_options *opt)
     }
     ct_bench_result r;
     ct_status st = ct_bench(net, warmup, steps, &r);
+    if (st == CT_OK && opt->trace)
+        st = ct_trace_step(net, opt->trace);
     if (st != CT_OK)
         return cli_fail(net, st);
     printf("{\"config\": ");

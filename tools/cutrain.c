@@ -13,7 +13,7 @@ static void usage(FILE *out)
             "       cutrain summary --config FILE [--batch B] [--json] [options]\n"
             "       cutrain predict --config FILE --weights CKPT --images IDX [--out CSV]\n"
             "       cutrain bench --config FILE [--steps N] [--batch B] [--precision P]\n"
-            "                     [--warmup N] [--input-only]\n"
+            "                     [--warmup N] [--input-only] [--trace FILE]\n"
             "       cutrain doctor\n"
             "\n"
             "commands:\n"
@@ -40,6 +40,8 @@ static void usage(FILE *out)
             "      --steps N             bench: timed steps (default 100)\n"
             "      --warmup N            bench: untimed steps first (default 20)\n"
             "      --input-only          bench: the input pipeline alone (batches/s, no model)\n"
+            "      --trace FILE          bench: then trace one more step (each layer's backward and\n"
+            "                            each gradient bucket's all-reduce) as Chrome trace JSON\n"
             "      --batch B             same as --set train.batch=B (a number, max or auto)\n"
             "      --json                summary: one JSON object instead of the table\n"
             "      --bus-gbps G          summary: all-reduce bus bandwidth for the scaling estimate\n"
@@ -79,8 +81,10 @@ static int check_combination(const cli_options *opt)
 {
     int train = strcmp(opt->command, "train") == 0, predict = strcmp(opt->command, "predict") == 0;
     const char *misplaced = NULL;
-    if (strcmp(opt->command, "bench") != 0 && (opt->steps || opt->warmup >= 0 || opt->input_only))
-        misplaced = opt->steps ? "--steps" : opt->input_only ? "--input-only" : "--warmup";
+    if (strcmp(opt->command, "bench") != 0 && (opt->steps || opt->warmup >= 0 || opt->input_only || opt->trace))
+        misplaced = opt->steps ? "--steps" : opt->input_only ? "--input-only" : opt->trace ? "--trace" : "--warmup";
+    else if (opt->input_only && opt->trace)
+        misplaced = "--trace (it traces a training step, not the input pipeline)";
     else if (!train && opt->checkpoint_dir)
         misplaced = "--checkpoint";
     else if (!train && opt->resume)
@@ -187,6 +191,9 @@ static int parse_args(int argc, char **argv, cli_options *opt)
                 return CLI_USAGE;
         } else if (is_option(arg, NULL, "--input-only")) {
             opt->input_only = 1;
+        } else if (is_option(arg, NULL, "--trace")) {
+            if (!(opt->trace = option_value(argc, argv, &i)))
+                return CLI_USAGE;
         } else if (is_option(arg, NULL, "--json")) {
             opt->json = 1;
         } else if (is_option(arg, NULL, "--bus-gbps")) {

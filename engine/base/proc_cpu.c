@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "base/clock.h"
 
 int ct_proc_parse_self(const char *text, unsigned long long *ticks)
 {
@@ -72,10 +72,8 @@ static int read_text(const char *path, char *buf, size_t n)
 void ct_cpu_read(ct_cpu_reading *out)
 {
     char buf[1024];
-    struct timespec ts;
     *out = (ct_cpu_reading){0};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    out->seconds = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    out->seconds = ct_clock_seconds();
     out->have_self = read_text("/proc/self/stat", buf, sizeof buf) == 0 &&
                      ct_proc_parse_self(buf, &out->self_ticks) == 0;
     /* the "cpu" line comes first, well inside the buffer */

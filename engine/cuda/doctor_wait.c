@@ -4,17 +4,12 @@
 #include "cuda/cuda_check.h"
 #include "cuda/doctor_wait.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "base/clock.h"
 
 ct_status ct_doctor_wait(cudaStream_t stream, ct_doctor_poll_fn poll, void *ctx, double limit_s, int *stuck,
                          ct_err *err)
 {
-    double start = now_s();
+    double start = ct_clock_seconds();
     for (;;) {
         cudaError_t rc = cudaStreamQuery(stream);
         if (rc == cudaSuccess)
@@ -28,7 +23,7 @@ ct_status ct_doctor_wait(cudaStream_t stream, ct_doctor_poll_fn poll, void *ctx,
             if (st != CT_OK)
                 return st;
         }
-        if (now_s() - start > limit_s) {
+        if (ct_clock_seconds() - start > limit_s) {
             *stuck = 1;
             return ct_fail(err, CT_ERR_BACKEND, "the GPU work did not finish within %.0f s", limit_s);
         }

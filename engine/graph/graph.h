@@ -95,6 +95,12 @@ ct_status ct_graph_forward(ct_graph *g, int n, int training, ct_err *err);
  * writing and later ones adding (ct_layer.dx_accumulate), so nothing is cleared before it; at
  * n = 0 the parameter gradients are zero. */
 ct_status ct_graph_backward(ct_graph *g, int n, ct_err *err);
+/* Called after layer i's backward, last layer first: its dw and db are final from then on (it is
+ * their one writer), so they can be sent on while earlier layers run. At n = 0 it is called for
+ * every layer after the gradients are zeroed. */
+typedef ct_status (*ct_layer_done_fn)(void *ctx, int layer, ct_err *err);
+/* ct_graph_backward, calling done (if not NULL) after each layer. */
+ct_status ct_graph_backward_each(ct_graph *g, int n, ct_layer_done_fn done, void *ctx, ct_err *err);
 
 static inline ct_layer *ct_graph_output(ct_graph *g) { return &g->layers[g->n_layers - 1]; }
 

@@ -16,9 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "api/handle.h"
+#include "base/clock.h"
 
 enum {
     WARMUP_STEPS = 2,      /* the first step of a shape runs directly, the second is captured */
@@ -34,13 +34,6 @@ enum {
 static const char *const mode_names[] = {"fixed", "max", "auto"};
 
 static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 ct_status ct_memory_budget(const ct_train_config *t, ct_device *dev, size_t *budget, size_t *cap, ct_err *err)
 {
@@ -256,7 +249,7 @@ static ct_status search_auto(ct_net *net, ct_replica *r, size_t budget, size_t c
         return too_small(net, r, budget, cap, batch_max);
     int cand[CT_BATCH_TRIALS];
     int n_cand = auto_candidates(t, max_b, cand);
-    double started = now_seconds(), best = 0.0;
+    double started = ct_clock_seconds(), best = 0.0;
     int best_batch = 0, stale = 0, measured = 0;
     const char *stop = "every candidate was measured";
     for (int i = 0; i < n_cand; i++) {
@@ -266,7 +259,7 @@ static ct_status search_auto(ct_net *net, ct_replica *r, size_t budget, size_t c
             add_trial(s, &spare, b, 0, -1.0, plan, b > batch_max ? "over batch_max" : "plan over the budget");
             continue;
         }
-        if (measured && now_seconds() - started > t->batch_search_seconds) {
+        if (measured && ct_clock_seconds() - started > t->batch_search_seconds) {
             stop = "batch_search_seconds ran out";
             break;
         }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "api/handle.h"
+#include "train/trace.h"
 
 enum { BENCH_BATCHES = 4, BENCH_WINDOWS = 5 };
 
@@ -167,4 +168,51 @@ ct_status ct_bench_input(ct_net *net, long warmup, long batches, ct_input_bench_
         .workers = r.workers, .prefetch = r.prefetch, .sync = r.sync,
     };
     return CT_OK;
+}
+
+ct_status ct_trace_step(ct_net *net, const char *path)
+{
+    if (!net)
+        return CT_ERR_USAGE;
+    if (!path)
+        return ct_fail(&net->err, CT_ERR_USAGE, "ct_trace_step: needs a path");
+    ct_status st = ct_prepare(net);
+    if (st != CT_OK)
+        return st;
+    ct_err *err = &net->err;
+    ct_replica *r = &net->replicas[0];
+    ct_graph *g = &r->graph;
+    ct_train_apply_threads(net);
+    size_t xb = ct_tensor_bytes(&g->x), yb = ct_tensor_bytes(&g->labels);
+    const char **names = calloc((size_t)g->n_layers, sizeof *names);
+    if (!names)
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory for a step trace");
+    for (int i = 0; i < g->n_layers; i++)
+        names[i] = g->layers[i].cfg->name;
+    ct_trace trace;
+    bench_data d = {0};
+    /* room for every layer's backward and as many buckets */
+    st = ct_trace_open(&trace, net->n_replicas, 2 * g->n_layers, err);
+    if (st == CT_OK) {
+        trace.layer_names = names;
+        trace.layers = g->n_layers;
+        st = r->dev->ops->activate(r->dev, err);
+        if (st == CT_OK)
+            st = make_data(net, r, &d, xb, yb, err);
+        /* the first step pays for first use (threads, allocations): trace the second */
+        if (st == CT_OK)
+            st = run_steps(net, r, &d, 0, 1, xb, yb, err);
+        net->trace = &trace;
+        if (st == CT_OK)
+            st = run_steps(net, r, &d, 1, 1, xb, yb, err);
+        net->trace = NULL;
+        if (st == CT_OK)
+            st = r->dev->ops->synchronize(r->dev, err);
+        if (st == CT_OK)
+            st = ct_trace_write(&trace, path, err);
+        free_data(r->dev, &d);
+        ct_trace_close(&trace);
+    }
+    free(names);
+    return st;
 }

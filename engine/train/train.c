@@ -3,18 +3,12 @@
  * accumulate in the backend and are read only when a callback or the epoch's end needs them. */
 #include <math.h>
 #include <omp.h>
-#include <time.h>
 
 #include "api/handle.h"
+#include "base/clock.h"
+#include "train/buckets.h"
 #include "train/monitor.h"
 #include "train/time_split.h"
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Salts that keep the random streams of different purposes apart (the augmentation's is the
  * pipeline's CT_PIPELINE_SALT_AUGMENT). */
@@ -104,16 +98,19 @@ static ct_status step_work(void *p, ct_err *err)
     ct_status st = ct_graph_forward(g, c->n, 1, err);
     if (st == CT_OK)
         st = be->ops->loss(be, out->y, &g->labels, out->dy, c->n, err);
+    /* the gradients averaged over the replicas in buckets, each as backward completes it */
+    ct_bucket_reduce reduce = {
+        .comm = c->net->comm, .rank = r->rank, .graph = g, .samples = c->n, .bucket_mib = c->net->cfg.train.bucket_mib,
+        .trace = c->net->trace ? &c->net->trace->rank[r->rank] : NULL,
+    };
+    double comm_s = 0.0;
     if (st == CT_OK)
-        st = ct_graph_backward(g, c->n, err);
-    double comm_started = now_seconds();
-    if (st == CT_OK)
-        st = c->net->comm->ops->all_reduce_mean(c->net->comm, r->rank, be, &g->grads, c->n, err);
+        st = ct_backward_reduced(&reduce, &comm_s, err);
     if (st == CT_OK && c->net->comm->ops->join)
         st = c->net->comm->ops->join(c->net->comm, r->rank, be, err);
     /* the time split's comm share: by the clock only where the step runs on the host */
     if (r->rank == 0 && r->dev->host_memory)
-        c->net->comm_seconds += now_seconds() - comm_started;
+        c->net->comm_seconds += comm_s;
     /* fp16: the gradients back to their true size, non-finite values counted for the update */
     if (st == CT_OK && c->net->cfg.train.precision == CT_PREC_FP16)
         st = be->ops->unscale(be, &g->grads, err);
@@ -149,8 +146,9 @@ static ct_status replica_step(ct_net *net, int rank, const ct_step_scalars *s, i
     ct_step_scalars mine = *s;
     mine.first_sample = slice_start(net, rank, n);
     ct_status st = r->be->ops->set_step(r->be, &mine, err);
+    /* a traced step runs directly: a replayed capture would skip the work that records events */
     if (st == CT_OK)
-        st = r->be->ops->run_step(r->be, &key, &ctx, err);
+        st = net->trace ? step_work(&ctx, err) : r->be->ops->run_step(r->be, &key, &ctx, err);
     return st;
 }
 
@@ -270,7 +268,7 @@ static int report_progress(const ct_callbacks *cb, ct_net *net, long done, long 
         correct += right;
         seen = i == 0 || tag < seen ? tag : seen;
     }
-    double seconds = now_seconds() - started;
+    double seconds = ct_clock_seconds() - started;
     ct_progress p = {
         .epoch = net->epoch + 1, .epochs = net->cfg.train.epochs, .step_in_epoch = done,
         .steps_per_epoch = steps, .loss = seen > 0 ? loss_sum / seen : 0.0, .skipped_steps = skipped,
@@ -348,7 +346,7 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
     const ct_train_config *t = &net->cfg.train;
     long steps = ct_pipeline_batches(net->pipeline);
     long every = cb && cb->step_every > 0 ? cb->step_every : 20;
-    double loss_sum = 0.0, started = now_seconds(), waited = 0.0;
+    double loss_sum = 0.0, started = ct_clock_seconds(), waited = 0.0;
     long correct = 0, images = 0;
     int last_n = net->batch;   /* size of the last batch, whose activations a failure inspects */
     float lr = t->learning_rate;
@@ -368,9 +366,9 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
         st = ct_pipeline_start_epoch(net->pipeline, net->epoch, first, err);
     for (long b = first; b < steps && st == CT_OK; b++) {
         int n = 0;
-        double fed = now_seconds(), waited_before = waited;
+        double fed = ct_clock_seconds(), waited_before = waited;
         st = feed(net, &held, &n, &waited, err);
-        double stepped = now_seconds();
+        double stepped = ct_clock_seconds();
         split.input_wait += waited - waited_before;
         split.copy += stepped - fed - (waited - waited_before);
         if (st != CT_OK || n == 0)
@@ -394,9 +392,9 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
         if (st == CT_OK && cb && cb->after_step && cb->after_step(net, net->step, cb->user))
             st = ct_fail(err, CT_ERR_STOPPED, "training stopped after step %ld (epoch %d)", net->step,
                          net->epoch + 1);
-        split.compute += now_seconds() - stepped; /* the step, its metrics and callbacks */
+        split.compute += ct_clock_seconds() - stepped; /* the step, its metrics and callbacks */
     }
-    double loop_end = now_seconds();
+    double loop_end = ct_clock_seconds();
     /* whatever ended the loop, no worker keeps running and no slot stays lent out */
     ct_err ignored;
     if (give_back(net, &held, st == CT_OK ? err : &ignored) != CT_OK && st == CT_OK)
@@ -408,7 +406,7 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
     ct_time_acc_close(&split);
     if (st != CT_OK)
         return st;
-    double train_seconds = now_seconds() - started;
+    double train_seconds = ct_clock_seconds() - started;
     split.compute += train_seconds - (loop_end - started); /* waiting for the devices to finish */
     if (!isfinite(loss_sum))
         return non_finite_failure(net, last_n, err);
@@ -440,7 +438,7 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
         es->test_accuracy = r.accuracy;
         net->last_test_accuracy = r.accuracy;
     }
-    es->seconds = now_seconds() - started;
+    es->seconds = ct_clock_seconds() - started;
     return CT_OK;
 }
 
