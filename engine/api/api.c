@@ -434,8 +434,8 @@ static ct_status open_replicas(ct_net *net)
     net->n_replicas = 1;
     net->replicas[0] = (ct_replica){.rank = 0, .dev = dev, .be = be};
     st = dev->ops->activate(dev, &net->err);
-    if (st == CT_OK)
-        st = ct_batch_resolve(net, &net->batch);
+    /* several replicas take a fixed batch: only one replica's batch search runs steps, with its
+     * communicator (comm = nccl's one rank included) */
     if (st == CT_OK && n > 1)
 #ifdef CUTRAIN_HAVE_CUDA
         st = on_gpu ? open_more_gpu_replicas(net, n) : open_more_cpu_replicas(net, n);
@@ -444,6 +444,8 @@ static ct_status open_replicas(ct_net *net)
 #endif
     if (st == CT_OK)
         st = open_comm(net, n);
+    if (st == CT_OK)
+        st = ct_batch_resolve(net, &net->batch);
     if (st == CT_OK) {
         net->cfg.train.lr_factor = ct_lr_factor(&net->cfg.train, net->batch);
         /* an allocation failure here is explained by the binding (device, batch, plan); each
