@@ -280,6 +280,16 @@ int ct_launch_softmax_xent_scaled(const float *logits, const int *labels, float 
                                   unsigned *correct, int n, int k, float grad_scale, const ct_scaler *scaler,
                                   void *stream);
 
+/* ---- comm.cu: around NCCL's all-reduce (engine/cuda/comm_nccl.c) ---- */
+
+/* One thread: *total = samples when total is given, then *counter += 1 with a system-wide fence
+ * (counter: mapped host memory a host watchdog polls, or NULL). */
+int ct_launch_comm_mark(unsigned *counter, int *total, int samples, void *stream);
+/* t: (n) fp32 scaled in place by samples / *total (total: device memory, the sum of every rank's
+ * samples; when it is 0, by 1 / size), so that summing the ranks' t gives the mean over the
+ * global batch. */
+int ct_launch_comm_share(float *t, long long n, const int *total, int samples, int size, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -36,7 +36,7 @@ static const char full_text[] =
     "warmup = 1\r\n"
     "min_lr = 1e-5\r\n"
     "precision = fp16\r\n"
-    "devices = 0, 1 ,3\r\n"                            /* 30 */
+    "devices = 0 , 1, 3 ,4\r\n"                      /* 30 */
     "graph = off\r\n"
     "seed = 18446744073709551615\r\n"
     "threads = 2\r\n"
@@ -133,7 +133,7 @@ static void test_full(void)
     CHECK_NEAR(t->warmup, 1, 0);
     CHECK_NEAR(t->min_lr, 1e-5, 1e-10);
     CHECK(t->precision == CT_PREC_FP16);
-    CHECK_MSG(strcmp(t->devices, "0,1,3") == 0, "devices '%s'", t->devices);
+    CHECK_MSG(strcmp(t->devices, "0,1,3,4") == 0, "devices '%s'", t->devices);
     CHECK(t->graph == 0);
     CHECK(t->seed == UINT64_MAX);
     CHECK(t->threads == 2);

@@ -10,6 +10,7 @@
 #include "train/monitor.h"
 #ifdef CUTRAIN_HAVE_CUDA
 #include "cuda/cuda_device.h"
+#include "train/comm_nccl.h"
 #endif
 
 #define CT_MAX_CONFIG_BYTES (16L << 20)
@@ -207,28 +208,42 @@ static ct_status apply_memory(ct_net *net, ct_device *dev)
 }
 
 #ifdef CUTRAIN_HAVE_CUDA
-/* The first ordinal of `devices` (all: 0), or -1 after failing when it names a missing device.
- * Mirrored data parallelism over several devices comes with its own issue: one device trains. */
-static int first_device(ct_net *net, int count)
+/* The ordinals `devices` names among `count` visible GPUs (all: every one), or -1 after failing
+ * when it names a missing device or the GPUs do not split the batch. */
+static int gpu_list(ct_net *net, int count, int *ordinals)
 {
-    const char *devices = net->cfg.train.devices;
-    if (strcmp(devices, "all") == 0)
-        return 0;
-    int ordinal = atoi(devices);
-    if (ordinal >= count) {
-        ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, net->cfg.train.line,
-                   "devices = %s: there is no CUDA device %d (%d visible; CUDA_VISIBLE_DEVICES %s)",
-                   devices, ordinal, count, getenv("CUDA_VISIBLE_DEVICES") ? "is set" : "is not set");
+    const ct_train_config *t = &net->cfg.train;
+    const char *devices = t->devices;
+    int n = 0;
+    if (strcmp(devices, "all") == 0) {
+        for (n = 0; n < count && n < CT_MAX_REPLICAS; n++)
+            ordinals[n] = n;
+    } else {
+        for (const char *p = devices; *p && n < CT_MAX_REPLICAS; p = strchr(p, ',') ? strchr(p, ',') + 1 : "") {
+            int ordinal = atoi(p);
+            if (ordinal >= count) {
+                ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, t->devices_line ? t->devices_line : t->line,
+                           "devices = %s: there is no CUDA device %d (%d visible; CUDA_VISIBLE_DEVICES %s)", devices,
+                           ordinal, count, getenv("CUDA_VISIBLE_DEVICES") ? "is set" : "is not set");
+                return -1;
+            }
+            ordinals[n++] = ordinal;
+        }
+    }
+    /* the list's count was checked against batch with the config; all's is known only now */
+    if (n > 1 && (t->batch_mode != CT_BATCH_FIXED || t->batch % n != 0)) {
+        ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, t->devices_line ? t->devices_line : t->line,
+                   "devices = %s: %d GPUs train one replica each, and batch = %s does not split over them: give the "
+                   "global batch as a multiple of %d", devices, n,
+                   t->batch_mode == CT_BATCH_MAX ? "max" : t->batch_mode == CT_BATCH_AUTO ? "auto" : "that number", n);
         return -1;
     }
-    return ordinal;
+    return n;
 }
 
-static ct_status open_cuda(ct_net *net, int count, ct_device **dev, ct_backend **be)
+/* GPU `device`'s device and backend, with [train]'s options. */
+static ct_status open_cuda_one(ct_net *net, int device, ct_device **dev, ct_backend **be)
 {
-    int device = first_device(net, count);
-    if (device < 0)
-        return CT_ERR_CONFIG;
     ct_cuda_options opt = {.graphs = net->cfg.train.graph != 0, .allow_tf32 = 1,
                            .deterministic = net->cfg.train.deterministic};
     /* half precision needs the tensor cores its kernels are chosen for: refused before any
@@ -254,17 +269,28 @@ static ct_status open_cuda(ct_net *net, int count, ct_device **dev, ct_backend *
         st = apply_memory(net, *dev);
     if (st == CT_OK)
         st = ct_cuda_backend_create(be, *dev, &opt, &net->err);
+    return st;
+}
+
+static ct_status open_cuda(ct_net *net, int count, ct_device **dev, ct_backend **be)
+{
+    int ordinals[CT_MAX_REPLICAS];
+    int n = gpu_list(net, count, ordinals);
+    if (n < 1)
+        return n < 0 ? CT_ERR_CONFIG : ct_fail(&net->err, CT_ERR_CONFIG, "devices = %s names no GPU",
+                                                 net->cfg.train.devices);
+    memcpy(net->gpu_ordinals, ordinals, (size_t)n * sizeof *ordinals);
+    net->n_gpus = n;
+    ct_status st = open_cuda_one(net, ordinals[0], dev, be);
     if (st != CT_OK)
         return st;
     char name[96] = "";
     size_t total = 0;
     ct_err ignored;
-    ct_cuda_device_name(device, name, sizeof name, &total, &ignored);
-    const char *extra = strchr(net->cfg.train.devices, ',') || (strcmp(net->cfg.train.devices, "all") == 0 && count > 1)
-                            ? "; one device trains until mirrored data parallelism lands" : "";
-    snprintf(net->backend_reason, sizeof net->backend_reason, "devices = %s: CUDA device %d (%s, %.1f GiB), graph %s%s",
-             net->cfg.train.devices, device, name, (double)total / (1024.0 * 1024.0 * 1024.0),
-             opt.graphs ? "on" : "off", extra);
+    ct_cuda_device_name(ordinals[0], name, sizeof name, &total, &ignored);
+    snprintf(net->backend_reason, sizeof net->backend_reason, "devices = %s: CUDA device %d (%s, %.1f GiB), graph %s",
+             net->cfg.train.devices, ordinals[0], name, (double)total / (1024.0 * 1024.0 * 1024.0),
+             (*be)->graphs ? "on" : "off");
     return CT_OK;
 }
 #endif
@@ -333,6 +359,48 @@ static ct_status open_more_cpu_replicas(ct_net *net, int n)
     return CT_OK;
 }
 
+#ifdef CUTRAIN_HAVE_CUDA
+/* Replicas 1 .. n-1 over the GPUs of devices, each a CUDA device and backend of its own. */
+static ct_status open_more_gpu_replicas(ct_net *net, int n)
+{
+    for (int i = 1; i < n; i++) {
+        ct_device *dev = NULL;
+        ct_backend *be = NULL;
+        ct_status st = open_cuda_one(net, net->gpu_ordinals[i], &dev, &be);
+        if (st != CT_OK) {
+            close_pair(dev, be);
+            return st;
+        }
+        dev->fault = net->alloc_fault;
+        net->replicas[i] = (ct_replica){.rank = i, .dev = dev, .be = be};
+        net->n_replicas = i + 1;
+    }
+    /* replica 0's device stays current on this thread, which resolves, binds and evaluates on it */
+    return net->replicas[0].dev->ops->activate(net->replicas[0].dev, &net->err);
+}
+#endif
+
+/* The communicator of n replicas on replica 0's kind of device: NCCL over GPUs when there are
+ * several or comm = nccl asks for it, shared memory over CPU replicas, else none. */
+static ct_status open_comm(ct_net *net, int n)
+{
+    const ct_train_config *t = &net->cfg.train;
+    int on_gpu = !net->replicas[0].dev->host_memory;
+    if (on_gpu && (n > 1 || t->comm == CT_COMM_NCCL)) {
+#ifdef CUTRAIN_HAVE_CUDA
+        ct_backend *bes[CT_MAX_REPLICAS];
+        for (int i = 0; i < n; i++)
+            bes[i] = net->replicas[i].be;
+        return ct_comm_nccl_create(&net->comm, bes, n, t->comm_timeout, &net->err);
+#endif
+    }
+    if (t->comm == CT_COMM_NCCL)
+        return ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, t->line,
+                          "comm = nccl needs CUDA devices, and %s", net->backend_reason);
+    return n > 1 ? ct_comm_local_create(&net->comm, n, t->comm_timeout, &net->err)
+                 : ct_comm_single_create(&net->comm, &net->err);
+}
+
 /* OpenMP threads of each replica's host thread: [train] threads (else every core) shared out. */
 static int threads_per_replica(const ct_net *net)
 {
@@ -348,7 +416,6 @@ static int threads_per_replica(const ct_net *net)
 static ct_status open_replicas(ct_net *net)
 {
     const ct_train_config *t = &net->cfg.train;
-    int n = strcmp(t->devices, "cpu") == 0 && t->replicas > 1 ? t->replicas : 1;
     ct_device *dev = NULL;
     ct_backend *be = NULL;
     ct_status st = choose_backend(net, &dev, &be);
@@ -356,6 +423,8 @@ static ct_status open_replicas(ct_net *net)
         close_pair(dev, be);
         return st;
     }
+    int on_gpu = !dev->host_memory;
+    int n = on_gpu ? (net->n_gpus > 0 ? net->n_gpus : 1) : strcmp(t->devices, "cpu") == 0 && t->replicas > 1 ? t->replicas : 1;
     dev->fault = net->alloc_fault;
     net->replicas = calloc((size_t)n, sizeof *net->replicas);
     if (!net->replicas) {
@@ -365,32 +434,55 @@ static ct_status open_replicas(ct_net *net)
     net->n_replicas = 1;
     net->replicas[0] = (ct_replica){.rank = 0, .dev = dev, .be = be};
     st = dev->ops->activate(dev, &net->err);
+    /* several replicas take a fixed batch: only one replica's batch search runs steps, with its
+     * communicator (comm = nccl's one rank included) */
+    if (st == CT_OK && n > 1)
+#ifdef CUTRAIN_HAVE_CUDA
+        st = on_gpu ? open_more_gpu_replicas(net, n) : open_more_cpu_replicas(net, n);
+#else
+        st = open_more_cpu_replicas(net, n);
+#endif
     if (st == CT_OK)
-        st = n > 1 ? ct_comm_local_create(&net->comm, n, t->comm_timeout, &net->err)
-                   : ct_comm_single_create(&net->comm, &net->err);
+        st = open_comm(net, n);
     if (st == CT_OK)
         st = ct_batch_resolve(net, &net->batch);
-    if (st == CT_OK && n > 1)
-        st = open_more_cpu_replicas(net, n);
     if (st == CT_OK) {
         net->cfg.train.lr_factor = ct_lr_factor(&net->cfg.train, net->batch);
-        /* an allocation failure here is explained by the binding (device, batch, plan) */
-        for (int i = 0; i < n && st == CT_OK; i++)
-            st = ct_replica_bind(&net->replicas[i], &net->cfg, net->graph.input, net->graph.classes, net->batch / n,
-                                 t->seed, memory_limit(t), &net->err);
+        /* an allocation failure here is explained by the binding (device, batch, plan); each
+         * replica's device is current while it binds, replica 0's again after */
+        for (int i = 0; i < n && st == CT_OK; i++) {
+            st = net->replicas[i].dev->ops->activate(net->replicas[i].dev, &net->err);
+            if (st == CT_OK)
+                st = ct_replica_bind(&net->replicas[i], &net->cfg, net->graph.input, net->graph.classes,
+                                     net->batch / n, t->seed, memory_limit(t), &net->err);
+        }
+        if (st == CT_OK)
+            st = dev->ops->activate(dev, &net->err);
     }
     for (int i = 0; i < n && st == CT_OK && t->precision == CT_PREC_FP16; i++) {
         ct_scaler s = ct_train_scaler_start(t);
-        st = net->replicas[i].be->ops->scaler_set(net->replicas[i].be, &s, &net->err);
+        st = net->replicas[i].dev->ops->activate(net->replicas[i].dev, &net->err);
+        if (st == CT_OK)
+            st = net->replicas[i].be->ops->scaler_set(net->replicas[i].be, &s, &net->err);
     }
+    if (st == CT_OK)
+        st = dev->ops->activate(dev, &net->err);
     if (st == CT_OK && n > 1) {
         int each = threads_per_replica(net);
-        snprintf(net->backend_reason, sizeof net->backend_reason,
-                 "devices = cpu:%d: %d CPU replicas, %d thread%s each, global batch %d (%d per replica)", n, n, each,
-                 each == 1 ? "" : "s", net->batch, net->batch / n);
+        size_t used = strlen(net->backend_reason);
+        if (on_gpu)
+            snprintf(net->backend_reason + used, sizeof net->backend_reason - used,
+                     "; %d GPU replicas (NCCL), global batch %d (%d per replica)", n, net->batch, net->batch / n);
+        else
+            snprintf(net->backend_reason, sizeof net->backend_reason,
+                     "devices = cpu:%d: %d CPU replicas, %d thread%s each, global batch %d (%d per replica)", n, n,
+                     each, each == 1 ? "" : "s", net->batch, net->batch / n);
         st = ct_replica_threads_start(&net->threads, n, each, net->comm, &net->err);
         if (st == CT_OK)
             st = ct_train_broadcast_state(net, &net->err);
+    } else if (st == CT_OK && on_gpu && t->comm == CT_COMM_NCCL) {
+        size_t used = strlen(net->backend_reason);
+        snprintf(net->backend_reason + used, sizeof net->backend_reason - used, "; comm = nccl: NCCL with one rank");
     }
     return st;
 }
@@ -627,9 +719,10 @@ static ct_status plan_backend(ct_net *net, ct_device **dev, ct_backend **be, int
         int count = 0;
         ct_cuda_devices(&count, NULL, 0);
         if (count > 0) {
-            int ordinal = first_device(net, count);
-            if (ordinal < 0)
+            int ordinals[CT_MAX_REPLICAS];
+            if (gpu_list(net, count, ordinals) < 1)
                 return CT_ERR_CONFIG;
+            int ordinal = ordinals[0];
             ct_cuda_options opt = {.graphs = net->cfg.train.graph != 0, .allow_tf32 = 1,
                                    .deterministic = net->cfg.train.deterministic};
             ct_status st = ct_cuda_device_create(dev, ordinal, &net->err);

@@ -19,8 +19,11 @@ struct ct_net {
 
     ct_dataset train, test;
     ct_graph graph;          /* the network as built from the config: shapes, no memory */
-    ct_replica *replicas;    /* each a bound copy on one device: devices = cpu:N makes N */
+    ct_replica *replicas;    /* each a bound copy on one device: devices = cpu:N makes N, a GPU
+                              * list (or all) one per GPU */
     int n_replicas;
+    int gpu_ordinals[CT_MAX_REPLICAS];  /* the GPUs devices names, resolved when the run opens */
+    int n_gpus;              /* 0 on the CPU */
     ct_comm *comm;           /* how the replicas agree on gradients */
     ct_replica_threads *threads; /* one host thread per replica; NULL with one replica, whose
                               * step runs on the calling thread as it always has */

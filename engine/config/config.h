@@ -47,6 +47,9 @@ void ct_ini_free(ct_ini *ini);
 #define CT_MAX_BATCH_CANDIDATES 16
 #define CT_MAX_REPLICAS 64        /* devices = cpu:N */
 
+/* [train] comm: which communicator the replicas use. */
+typedef enum ct_comm_kind { CT_COMM_AUTO = 0, CT_COMM_NCCL } ct_comm_kind;
+
 typedef struct ct_train_config {
     int epochs;
     int batch;               /* the batch for CT_BATCH_FIXED; 0 until a search resolves it */
@@ -77,11 +80,12 @@ typedef struct ct_train_config {
     float loss_scale_init;   /* fp16 dynamic: the first scale */
     int loss_scale_growth_steps;  /* fp16 dynamic: clean steps before the scale doubles */
     char devices[64];        /* "cpu" (cpu:N too), "all", or a comma list of ordinals */
-    int replicas;            /* devices = cpu:N: N CPU replicas; 1 for every other value (GPU
-                              * replicas are not built yet: a GPU list trains on its first) */
+    int replicas;            /* devices = cpu:N: N CPU replicas; a GPU list: its length; 1 for cpu
+                              * and all (all is counted when the run opens) */
     int devices_line;        /* file line of `devices`, 0 when from --set or the default */
     float bucket_mib;        /* gradients all-reduced in buckets of this many MiB */
     float comm_timeout;      /* seconds a replica waits for the others in a collective */
+    ct_comm_kind comm;       /* auto: NCCL over several GPUs, none for one; nccl: NCCL even for one */
     int graph;               /* 1 on, 0 off, -1 auto (on for CUDA) */
     int deterministic;       /* 1: cuDNN's deterministic convolution algorithms where one exists */
     uint64_t seed;

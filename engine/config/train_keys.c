@@ -11,6 +11,7 @@ static const char *const optimizer_names[] = {"sgd", "momentum", "adam", "adamw"
 static const char *const schedule_names[] = {"constant", "step", "cosine", NULL};
 static const char *const precision_names[] = {"fp32", "fp16", "bf16", NULL};
 static const char *const lr_scaling_names[] = {"none", "linear", "sqrt", NULL};
+static const char *const comm_names[] = {"auto", "nccl", NULL};
 
 /* CT_KEY_ENUM writes an int */
 _Static_assert(sizeof(ct_optimizer) == sizeof(int) && sizeof(ct_schedule) == sizeof(int) &&
@@ -81,6 +82,8 @@ static const ct_key_spec train_keys[] = {
      .flags = CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN, .min = 0},
     {.name = "comm_timeout", .kind = CT_KEY_FLOAT, .offset = T(comm_timeout), .def = "300",
      .flags = CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN, .min = 0},
+    /* nccl forces NCCL's communicator even on one GPU (one rank), to test that path alone */
+    {.name = "comm", .kind = CT_KEY_ENUM, .offset = T(comm), .def = "auto", .names = comm_names, .label = "comm"},
     {.name = "graph", .kind = CT_KEY_CUSTOM, .parse = parse_graph, .offset = T(graph), .def = "auto"},
     /* off by default, as PyTorch's torch.backends.cudnn.deterministic */
     {.name = "deterministic", .kind = CT_KEY_BOOL, .offset = T(deterministic), .def = "off"},
@@ -219,7 +222,18 @@ static ct_status parse_devices(const ct_value_ctx *vc, const ct_key_spec *ks, co
         used += (size_t)w;
     }
     memcpy(out, norm, used + 1);
+    t->replicas = list.n;  /* one replica per listed GPU */
     return CT_OK;
+}
+
+/* devices as the user wrote it for messages: cpu:N for CPU replicas, else the stored value. */
+static const char *devices_text(const ct_train_config *t, char *buf, size_t size)
+{
+    if (strcmp(t->devices, "cpu") == 0 && t->replicas > 1)
+        snprintf(buf, size, "cpu:%d", t->replicas);
+    else
+        snprintf(buf, size, "%s", t->devices);
+    return buf;
 }
 
 /* graph = on | off | auto (-1: decided by the backend). */
@@ -290,21 +304,27 @@ ct_status ct_config_read_train(ct_value_ctx *vc)
     const ct_ini_entry *batch_entry = ct_section_entry(vc->sec, "batch");
     if (!batch_entry)
         batch_entry = ct_section_entry(vc->sec, "devices");
+    char devices[80];
+    devices_text(t, devices, sizeof devices);
     if (t->replicas > 1 && t->batch_mode != CT_BATCH_FIXED)
         return ct_fail_entry(vc, batch_entry,
-                             "batch = %s with devices = cpu:%d: the batch search runs one device; give the global "
+                             "batch = %s with devices = %s: the batch search runs one device; give the global "
                              "batch as a number (a multiple of %d)", t->batch_mode == CT_BATCH_MAX ? "max" : "auto",
-                             t->replicas, t->replicas);
+                             devices, t->replicas);
     if (t->replicas > 1 && t->batch % t->replicas != 0) {
         int lower = t->batch / t->replicas * t->replicas, upper = lower + t->replicas;
         char lower_text[32] = "";
         if (lower > 0)
             snprintf(lower_text, sizeof lower_text, "%d or ", lower);
         return ct_fail_entry(vc, batch_entry,
-                             "batch = %d does not split evenly over the %d replicas of devices = cpu:%d: batch is "
+                             "batch = %d does not split evenly over the %d replicas of devices = %s: batch is "
                              "the global batch, each replica takes batch / %d; use %s%d", t->batch, t->replicas,
-                             t->replicas, t->replicas, lower_text, upper);
+                             devices, t->replicas, lower_text, upper);
     }
+    if (t->comm == CT_COMM_NCCL && strcmp(t->devices, "cpu") == 0)
+        return ct_fail_entry(vc, ct_section_entry(vc->sec, "comm"),
+                             "comm = nccl with devices = %s: NCCL reduces over GPUs only; use comm = auto for CPU "
+                             "replicas", devices);
     if (t->lr_scaling != CT_LR_SCALING_NONE && t->base_batch == 0) {
         char example[32] = "64";
         if (t->batch_mode == CT_BATCH_FIXED)

@@ -135,8 +135,62 @@ typedef struct group_probe {
     ncclComm_t comms[CT_DOCTOR_MAX_GPUS];
     cudaStream_t streams[CT_DOCTOR_MAX_GPUS];
     float *send[CT_DOCTOR_MAX_GPUS], *recv[CT_DOCTOR_MAX_GPUS];
+    float *big[CT_DOCTOR_MAX_GPUS];           /* the timed all-reduce's buffer, in place */
+    cudaEvent_t start[CT_DOCTOR_MAX_GPUS], end[CT_DOCTOR_MAX_GPUS];
     float *host;
 } group_probe;
+
+enum { BW_WARMUP = 2, BW_ITERS = 10 };
+
+/* All ranks' in-place all-reduces of CT_DOCTOR_BW_BYTES, warmed up, then BW_ITERS timed by events
+ * on every rank's stream; the time of one is the slowest rank's mean. */
+static ct_status group_bandwidth(group_probe *g, ct_doctor_reduce_result *out, ct_err *err)
+{
+    const size_t count = CT_DOCTOR_BW_BYTES / sizeof(float);
+    for (int r = 0; r < g->n; r++) {
+        CT_CUDA_CHECK(cudaSetDevice(g->devices[r]), err);
+        CT_CUDA_CHECK(cudaMalloc((void **)&g->big[r], CT_DOCTOR_BW_BYTES), err);
+        CT_CUDA_CHECK(cudaMemsetAsync(g->big[r], 0, CT_DOCTOR_BW_BYTES, g->streams[r]), err);
+        CT_CUDA_CHECK(cudaEventCreate(&g->start[r]), err);
+        CT_CUDA_CHECK(cudaEventCreate(&g->end[r]), err);
+    }
+    for (int it = 0; it < BW_WARMUP + BW_ITERS; it++) {
+        if (it == BW_WARMUP)
+            for (int r = 0; r < g->n; r++)
+                CT_CUDA_CHECK(cudaEventRecord(g->start[r], g->streams[r]), err);
+        CT_NCCL_CHECK(ncclGroupStart(), err);
+        ct_status st = CT_OK;
+        for (int r = 0; r < g->n && st == CT_OK; r++)
+            st = CT_NCCL_STATUS(ncclAllReduce(g->big[r], g->big[r], count, ncclFloat, ncclSum, g->comms[r],
+                                              g->streams[r]), err);
+        ct_err spare;
+        ct_status ended = CT_NCCL_STATUS(ncclGroupEnd(), st == CT_OK ? err : &spare);
+        if (st == CT_OK)
+            st = ended;
+        if (st != CT_OK) {
+            g->stuck = 1;
+            return st;
+        }
+    }
+    for (int r = 0; r < g->n; r++)
+        CT_CUDA_CHECK(cudaEventRecord(g->end[r], g->streams[r]), err);
+    float slowest = 0.0f;
+    for (int r = 0; r < g->n; r++) {
+        ct_status st = ct_doctor_wait(g->streams[r], poll_comm, g->comms[r], CT_DOCTOR_WAIT_S, &g->stuck, err);
+        if (st != CT_OK)
+            return st;
+        float ms = 0.0f;
+        CT_CUDA_CHECK(cudaEventElapsedTime(&ms, g->start[r], g->end[r]), err);
+        slowest = ms > slowest ? ms : slowest;
+    }
+    out->bytes = (double)CT_DOCTOR_BW_BYTES;
+    out->seconds = (double)slowest * 1e-3 / BW_ITERS;
+    if (out->seconds > 0) {
+        out->algbw_gbs = out->bytes / out->seconds * 1e-9;
+        out->busbw_gbs = out->algbw_gbs * 2.0 * (g->n - 1) / g->n;
+    }
+    return CT_OK;
+}
 
 /* Rank r contributes (i % 97) + r at element i, so the sum is n (i % 97) + n (n - 1) / 2. */
 static ct_status group_run(group_probe *g, ct_err *err)
@@ -207,13 +261,19 @@ static ct_status group_release(group_probe *g, ct_err *err)
         for (int r = 0; r < g->n; r++)
             CT_RELEASE(&log, CT_NCCL_STATUS, ncclCommDestroy(g->comms[r]));
     for (int r = 0; r < g->n; r++) {
-        if (!g->streams[r] && !g->send[r] && !g->recv[r])
+        if (!g->streams[r] && !g->send[r] && !g->recv[r] && !g->big[r] && !g->start[r] && !g->end[r])
             continue;
         CT_RELEASE(&log, CT_CUDA_STATUS, cudaSetDevice(g->devices[r]));
         if (g->send[r])
             CT_RELEASE(&log, CT_CUDA_STATUS, cudaFree(g->send[r]));
         if (g->recv[r])
             CT_RELEASE(&log, CT_CUDA_STATUS, cudaFree(g->recv[r]));
+        if (g->big[r])
+            CT_RELEASE(&log, CT_CUDA_STATUS, cudaFree(g->big[r]));
+        if (g->start[r])
+            CT_RELEASE(&log, CT_CUDA_STATUS, cudaEventDestroy(g->start[r]));
+        if (g->end[r])
+            CT_RELEASE(&log, CT_CUDA_STATUS, cudaEventDestroy(g->end[r]));
         if (g->streams[r])
             CT_RELEASE(&log, CT_CUDA_STATUS, cudaStreamDestroy(g->streams[r]));
     }
@@ -239,6 +299,8 @@ void ct_doctor_allreduce_all(const int *devices, int n, ct_doctor_reduce_result 
     ct_err release_err;
     ct_err_clear(&release_err);
     ct_status st = group_run(&g, &out->err);
+    if (st == CT_OK)
+        st = group_bandwidth(&g, out, &out->err);
     ct_status released = group_release(&g, &release_err);
     if (st == CT_OK && released != CT_OK) {
         st = released;

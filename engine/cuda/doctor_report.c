@@ -151,7 +151,8 @@ void ct_doctor_report_together(ct_doctor_report *r, const ct_doctor_reduce_resul
 {
     if (r->n_gpus < 2) {
         r->together = -1;
-        snprintf(r->together_detail, sizeof r->together_detail, "one GPU: nothing to check together");
+        snprintf(r->together_detail, sizeof r->together_detail, "one GPU: nothing to check together (bus "
+                 "bandwidth not measured: an all-reduce across GPUs needs two)");
         return;
     }
     if (reduce && !reduce->ran) {
@@ -177,12 +178,16 @@ void ct_doctor_report_together(ct_doctor_report *r, const ct_doctor_reduce_resul
         return;
     }
     r->together = reduce->status == CT_OK ? 1 : 0;
+    char bw[128] = "";
+    if (reduce->seconds > 0)
+        snprintf(bw, sizeof bw, "; %.0f MiB all-reduce %.3f ms: algbw %.1f GB/s, busbw %.1f GB/s",
+                 reduce->bytes / (1024.0 * 1024.0), reduce->seconds * 1e3, reduce->algbw_gbs, reduce->busbw_gbs);
     if (reduce->status != CT_OK)
         copy_text(r->together_detail, sizeof r->together_detail,
                   reduce->err.msg[0] ? reduce->err.msg : "failed without a message");
     else if (left_out[0])
         snprintf(r->together_detail, sizeof r->together_detail,
-                 "NCCL all-reduce across %d GPUs correct (left out, failed on their own: %s)", n, left_out);
+                 "NCCL all-reduce across %d GPUs correct%s (left out, failed on their own: %s)", n, bw, left_out);
     else
-        snprintf(r->together_detail, sizeof r->together_detail, "NCCL all-reduce across %d GPUs correct", n);
+        snprintf(r->together_detail, sizeof r->together_detail, "NCCL all-reduce across %d GPUs correct%s", n, bw);
 }

@@ -14,6 +14,16 @@
  * pipeline's CT_PIPELINE_SALT_AUGMENT). */
 enum { SALT_DROPOUT = 0x44524f50 };
 
+/* Makes replica i's device current before the calling thread enqueues on it: with several GPUs,
+ * CUDA calls go to the current device. One replica's device is current already. */
+static ct_status use_device(ct_net *net, int i, ct_err *err)
+{
+    if (net->n_replicas < 2)
+        return CT_OK;
+    ct_device *dev = net->replicas[i].dev;
+    return dev->ops->activate(dev, err);
+}
+
 /* What every replica's backend has accumulated since the last reset: metrics are sums over
  * replicas. */
 static ct_status read_metrics(ct_net *net, double *loss_sum, long *correct, int reset, ct_err *err)
@@ -24,19 +34,22 @@ static ct_status read_metrics(ct_net *net, double *loss_sum, long *correct, int 
         ct_backend *be = net->replicas[i].be;
         double loss = 0.0;
         long right = 0;
-        ct_status st = be->ops->read_metrics(be, &loss, &right, reset, err);
+        ct_status st = use_device(net, i, err);
+        if (st == CT_OK)
+            st = be->ops->read_metrics(be, &loss, &right, reset, err);
         if (st != CT_OK)
             return st;
         *loss_sum += loss;
         *correct += right;
     }
-    return CT_OK;
+    return use_device(net, 0, err);
 }
 
-/* Makes every replica's device current for the calling thread, which drives them all for now. */
+/* Makes every replica's device current for the calling thread in turn, replica 0's last: the
+ * thread evaluates on it. */
 static ct_status activate_devices(ct_net *net, ct_err *err)
 {
-    for (int i = 0; i < net->n_replicas; i++) {
+    for (int i = net->n_replicas - 1; i >= 0; i--) {
         ct_device *dev = net->replicas[i].dev;
         ct_status st = dev->ops->activate(dev, err);
         if (st != CT_OK)
@@ -260,7 +273,9 @@ static int report_progress(const ct_callbacks *cb, ct_net *net, long done, long 
         ct_backend *be = net->replicas[i].be;
         double loss = 0.0;
         long right = 0, tag = -1;
-        *st = be->ops->peek_metrics(be, images, &loss, &right, &tag, err);
+        *st = use_device(net, i, err);
+        if (*st == CT_OK)
+            *st = be->ops->peek_metrics(be, images, &loss, &right, &tag, err);
         if (*st != CT_OK)
             return 1;
         /* the figures of the oldest snapshot any replica has completed */
@@ -268,6 +283,8 @@ static int report_progress(const ct_callbacks *cb, ct_net *net, long done, long 
         correct += right;
         seen = i == 0 || tag < seen ? tag : seen;
     }
+    if ((*st = use_device(net, 0, err)) != CT_OK)
+        return 1;
     double seconds = ct_clock_seconds() - started;
     ct_progress p = {
         .epoch = net->epoch + 1, .epochs = net->cfg.train.epochs, .step_in_epoch = done,
@@ -295,10 +312,15 @@ static ct_status give_back(ct_net *net, held_batch *h, ct_err *err)
     if (h->slot >= 0) {
         for (int i = 0; i < net->n_replicas; i++) {
             ct_replica *r = &net->replicas[i];
-            ct_status wait = r->be->ops->input_wait(r->be, r->feed_ticket, err);
+            ct_status wait = use_device(net, i, err);
+            if (wait == CT_OK)
+                wait = r->be->ops->input_wait(r->be, r->feed_ticket, err);
             if (st == CT_OK)
                 st = wait;
         }
+        ct_status back = use_device(net, 0, err);
+        if (st == CT_OK)
+            st = back;
         ct_pipeline_release(net->pipeline, h->slot);
         h->slot = -1;
     }
@@ -325,8 +347,13 @@ static ct_status feed(ct_net *net, held_batch *h, int *n, double *waited, ct_err
             .x_u8 = v.x_u8 ? v.x_u8 + first * sample : NULL, .y = v.y + first, .aug = &net->augment_params,
             .augment = v.augment, .augment_seed = v.augment_seed,
         };
-        st = r->be->ops->input_submit(r->be, &in, &g->x, &g->labels, &r->next_feed_ticket, err);
+        /* each GPU copies its slice from the one pinned slot on its own copy stream */
+        st = use_device(net, i, err);
+        if (st == CT_OK)
+            st = r->be->ops->input_submit(r->be, &in, &g->x, &g->labels, &r->next_feed_ticket, err);
     }
+    if (st == CT_OK)
+        st = use_device(net, 0, err);
     /* the previous batch's copies ran while the step before this one computed: its slot is free */
     ct_status back = give_back(net, h, err);
     for (int i = 0; i < net->n_replicas; i++)
