@@ -159,6 +159,16 @@ ct_status ct_inject_alloc_failures(ct_net *net, long skip, long count);
 ct_status ct_prepare(ct_net *net);
 
 ct_status ct_fit(ct_net *net, const ct_callbacks *callbacks);
+/* TensorBoard event files: every epoch of the following ct_fit calls is written to DIR as scalar
+ * summaries at the epoch's global step (the README's "TensorBoard" lists the tags; a figure the
+ * epoch's stats mark unknown is left out) and flushed, so `tensorboard --logdir DIR` shows it
+ * while training runs. Creates DIR (and its parents) when missing and, at once, a new file
+ * DIR/events.out.tfevents.<unix time>.<host name>; a folder that cannot be created or written is
+ * refused here (CT_ERR_IO, naming it), before anything trains. A second call starts a new file.
+ * A write failing mid-run stops ct_fit with CT_ERR_IO. */
+ct_status ct_tensorboard_open(ct_net *net, const char *dir);
+/* The event file being written, NULL before ct_tensorboard_open. */
+const char *ct_tensorboard_path(const ct_net *net);
 ct_status ct_evaluate(ct_net *net, ct_eval_result *result);
 
 /* Checkpoints: parameters, optimizer state, batch-norm statistics and the training position, in

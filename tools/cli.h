@@ -17,6 +17,7 @@ typedef struct cli_options {
     const char *sets[CLI_MAX_SETS];  /* "section.key=value" */
     int n_sets;
     const char *log_path;
+    const char *tensorboard_dir; /* train: TensorBoard event files here */
     const char *devices;
     const char *checkpoint_dir;  /* train: save here */
     const char *resume;          /* train: checkpoint file or folder to continue from */

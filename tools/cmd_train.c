@@ -74,6 +74,17 @@ static int interrupted(ct_net *net, const train_run *run)
     return 128 + sig;
 }
 
+static int open_tensorboard(ct_net *net, const cli_options *opt)
+{
+    ct_status st = ct_tensorboard_open(net, opt->tensorboard_dir);
+    if (st != CT_OK)
+        return cli_fail(net, st);
+    if (!opt->quiet)
+        printf("cutrain: TensorBoard events in %s (view: tensorboard --logdir %s)\n", ct_tensorboard_path(net),
+               opt->tensorboard_dir);
+    return CLI_OK;
+}
+
 int cmd_train(const cli_options *opt)
 {
     /* from the start: a signal while the data loads stops training before its first step ends */
@@ -81,6 +92,9 @@ int cmd_train(const cli_options *opt)
     ct_net *net = NULL;
     int rc = cli_open(opt, &net);
     if (rc != CLI_OK)
+        return rc;
+    /* before the data loads: a folder that cannot be written is refused before anything runs */
+    if (opt->tensorboard_dir && (rc = open_tensorboard(net, opt)) != CLI_OK)
         return rc;
     train_run run = {.progress = {.tty = isatty(STDOUT_FILENO) && !opt->quiet, .quiet = opt->quiet},
                      .opt = opt, .net = net, .best = -1.0};

@@ -30,6 +30,7 @@ static void usage(FILE *out)
             "  -s, --set SECTION.KEY=V   override a config key (repeatable)\n"
             "      --devices LIST        same as --set train.devices=LIST (cpu, cpu:N, all, 0, 0,1)\n"
             "      --log FILE            append one JSON line per epoch to FILE\n"
+            "      --tensorboard DIR     train: write TensorBoard event files (per-epoch scalars) in DIR\n"
             "      --checkpoint DIR      train: save DIR/ckpt-STEP.ckpt after every epoch (and every\n"
             "                            train.checkpoint_every steps), keep train.keep of them and\n"
             "                            DIR/best.ckpt; Ctrl-C or SIGTERM saves and exits 130 / 143\n"
@@ -91,6 +92,8 @@ static int check_combination(const cli_options *opt)
         misplaced = "--resume";
     else if (!train && opt->log_path)
         misplaced = "--log";
+    else if (!train && opt->tensorboard_dir)
+        misplaced = "--tensorboard";
     else if (train && opt->weights)
         misplaced = "--weights (to continue training use --resume)";
     else if (opt->json && strcmp(opt->command, "summary") != 0)
@@ -168,6 +171,9 @@ static int parse_args(int argc, char **argv, cli_options *opt)
             if (!(value = option_value(argc, argv, &i)))
                 return CLI_USAGE;
             opt->log_path = value;
+        } else if (is_option(arg, NULL, "--tensorboard")) {
+            if (!(opt->tensorboard_dir = option_value(argc, argv, &i)))
+                return CLI_USAGE;
         } else if (is_option(arg, NULL, "--checkpoint")) {
             if (!(opt->checkpoint_dir = option_value(argc, argv, &i)))
                 return CLI_USAGE;

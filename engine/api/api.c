@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/handle.h"
+#include "base/event_file.h"
 #include "train/monitor.h"
 #ifdef CUTRAIN_HAVE_CUDA
 #include "cuda/cuda_device.h"
@@ -137,6 +138,7 @@ void ct_close(ct_net *net)
     if (!net)
         return;
     release_run(net);
+    ct_event_file_close(net->tensorboard);
     ct_graph_free(&net->graph);
     ct_config_free(&net->cfg);
     ct_ini_free(&net->ini);

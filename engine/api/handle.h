@@ -44,6 +44,7 @@ struct ct_net {
     long step;               /* optimizer steps taken */
     double last_test_accuracy; /* of the last evaluation after an epoch, -1 when none */
     struct ct_monitor *monitor; /* while ct_fit runs: GPU and CPU use (train/monitor.h) */
+    struct ct_event_file *tensorboard; /* ct_tensorboard_open's events, NULL when none */
     double comm_seconds;     /* the all-reduce's time by the clock this epoch, where steps run on the host */
     struct ct_trace *trace;  /* while ct_trace_step runs: the step's events (train/trace.h) */
 };

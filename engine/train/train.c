@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "train/buckets.h"
 #include "train/monitor.h"
+#include "train/tensorboard.h"
 #include "train/time_split.h"
 
 /* Salts that keep the random streams of different purposes apart (the augmentation's is the
@@ -488,6 +489,8 @@ ct_status ct_train_fit(ct_net *net, const ct_callbacks *cb)
         if (st != CT_OK)
             return ct_oom_explain(net, st);
         net->epoch++;
+        if (net->tensorboard && (st = ct_tensorboard_epoch(net->tensorboard, &es, &net->err)) != CT_OK)
+            return st;
         if (cb && cb->on_epoch && cb->on_epoch(&es, cb->user))
             return ct_fail(&net->err, CT_ERR_STOPPED, "training stopped by the epoch callback after epoch %d",
                            net->epoch);
