@@ -159,6 +159,16 @@ typedef struct ct_backend_ops {
     void (*destroy)(ct_backend *be);
 } ct_backend_ops;
 
+/* sync_bn: how a replica's batch norm averages per-channel figures over the replicas in a
+ * training step. mean replaces v (count fp32 values in the backend's memory, each a mean or sum
+ * over this replica's samples) with their mean over the replicas weighted by each one's samples,
+ * which for per-sample means is the global batch's mean. total: the global batch's samples. */
+typedef struct ct_bn_sync {
+    ct_status (*mean)(void *ctx, float *v, int count, ct_err *err);
+    void *ctx;
+    int total;
+} ct_bn_sync;
+
 struct ct_backend {
     const ct_backend_ops *ops;
     ct_device *dev;          /* the device it runs on; not owned */
@@ -167,6 +177,8 @@ struct ct_backend {
                               * a nondeterministic algorithm where a deterministic one was asked
                               * for ("" when nothing); added to with ct_backend_add_note */
     void *impl;              /* backend-private state */
+    ct_bn_sync bn_sync;      /* set by the trainer for the steps of sync_bn = on over several
+                              * replicas; mean NULL otherwise (each replica's own statistics) */
 };
 
 /* What the backend needs for network g at batch: the largest per-layer workspace and the largest

@@ -1,6 +1,7 @@
 /* devices = cpu:N on Fashion-MNIST subsets: N replicas at global batch B train like one replica at
  * B (parameters within 1e-4 relative, test accuracy within 0.002) and stay bit-identical to each
- * other; a batch-norm network trains with per-replica statistics; checkpoints move between replica
+ * other; a batch-norm network trains with per-replica statistics, and with sync_bn = on like one
+ * replica (the same bounds); checkpoints move between replica
  * counts; bad values are config errors naming their line; the shared-memory communicator sums in
  * rank order and ends a wait for a missing replica with a timeout naming it. */
 #define _DEFAULT_SOURCE
@@ -43,6 +44,23 @@ static const char *BN_NET =
     "normalize = 0.2860, 0.3530\ntrain_limit = 3000\ntest_limit = 1000\n"
     "[train]\nepochs = 1\nbatch = 64\noptimizer = adam\nlearning_rate = 0.003\ndevices = cpu\n"
     "[conv]\ntype = conv2d\nfilters = 8\nsize = 3\nstride = 2\n"
+    "[bn]\ntype = batchnorm\n"
+    "[relu]\ntype = activation\nactivation = relu\n"
+    "[pool]\ntype = maxpool\n"
+    "[flat]\ntype = flatten\n"
+    "[out]\ntype = dense\nunits = 10\n";
+
+/* The same with sync_bn = on: every replica normalises with the global batch's statistics, so N
+ * replicas train like one. 2946 samples at batch 64 end with a batch of 2, which leaves two of
+ * four replicas without samples: they still take part in batch norm's collectives. The
+ * convolution has no bias: batch norm takes its mean away, so its gradient would be rounding
+ * noise, which Adam scales up to full-size steps of either sign. */
+static const char *BN_SYNC_NET =
+    "[data]\nformat = idx\ntrain = %s/train-images-idx3-ubyte.gz\ntrain_labels = %s/train-labels-idx1-ubyte.gz\n"
+    "test = %s/t10k-images-idx3-ubyte.gz\ntest_labels = %s/t10k-labels-idx1-ubyte.gz\n"
+    "normalize = 0.2860, 0.3530\ntrain_limit = 2946\ntest_limit = 1000\n"
+    "[train]\nepochs = 1\nbatch = 64\noptimizer = adam\nlearning_rate = 0.003\ndevices = cpu\nsync_bn = on\n"
+    "[conv]\ntype = conv2d\nfilters = 8\nsize = 3\nstride = 2\nbias = off\n"
     "[bn]\ntype = batchnorm\n"
     "[relu]\ntype = activation\nactivation = relu\n"
     "[pool]\ntype = maxpool\n"
@@ -106,7 +124,7 @@ static double test_accuracy(ct_net *net)
     return r.accuracy;
 }
 
-/* N replicas at batch 100 against one. */
+/* N replicas at the config's global batch against one. */
 static void test_n_against_one(const char *form, const char *label)
 {
     ct_net *one = open_net(form, "cpu", NULL);
@@ -120,7 +138,7 @@ static void test_n_against_one(const char *form, const char *label)
         ct_net *many = open_net(form, devices[k], NULL);
         CHECK_MSG(ct_fit(many, NULL) == CT_OK, "%s", ct_errmsg(many));
         CHECK(many->n_replicas == 2 * (k + 1));
-        CHECK(ct_batch_size(many) == 100);
+        CHECK(ct_batch_size(many) == ct_batch_size(one));
         CHECK(ct_steps_done(many) == ct_steps_done(one));
         CHECK(replicas_identical(many));
         size_t count = 0;
@@ -338,6 +356,7 @@ int main(void)
     test_n_against_one(MLP, "mlp");
     test_n_against_one(MLP_DROPOUT, "mlp with dropout");
     test_batchnorm();
+    test_n_against_one(BN_SYNC_NET, "batch norm with sync_bn = on");
     test_fp16();
     test_checkpoints();
     char cmd[128];

@@ -85,6 +85,7 @@ typedef struct ct_train_config {
     int devices_line;        /* file line of `devices`, 0 when from --set or the default */
     float bucket_mib;        /* gradients all-reduced in buckets of this many MiB */
     float comm_timeout;      /* seconds a replica waits for the others in a collective */
+    int sync_bn;             /* 1: batch norm's statistics over the global batch (all replicas) */
     ct_comm_kind comm;       /* auto: NCCL over several GPUs, none for one; nccl: NCCL even for one */
     int graph;               /* 1 on, 0 off, -1 auto (on for CUDA) */
     int deterministic;       /* 1: cuDNN's deterministic convolution algorithms where one exists */

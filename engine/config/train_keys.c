@@ -80,6 +80,9 @@ static const ct_key_spec train_keys[] = {
     /* DDP's default bucket; a collective that waits longer than comm_timeout is an error */
     {.name = "bucket_mib", .kind = CT_KEY_FLOAT, .offset = T(bucket_mib), .def = "25",
      .flags = CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN, .min = 0},
+    /* off: each replica normalises with its own slice's statistics (DDP's and MirroredStrategy's
+     * default); on: with the global batch's */
+    {.name = "sync_bn", .kind = CT_KEY_BOOL, .offset = T(sync_bn), .def = "off"},
     {.name = "comm_timeout", .kind = CT_KEY_FLOAT, .offset = T(comm_timeout), .def = "300",
      .flags = CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN, .min = 0},
     /* nccl forces NCCL's communicator even on one GPU (one rank), to test that path alone */

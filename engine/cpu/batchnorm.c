@@ -139,15 +139,109 @@ void ct_cpu_batchnorm_backward(const float *x, const float *gamma, const float *
     }
 }
 
+/* sync_bn = on: the statistics of the global batch, over every replica's rows. This replica's
+ * per-channel mean goes through sync->mean, which returns the global mean; then its variance
+ * about that global mean, which returns the global variance (two passes, so nothing cancels).
+ * rows: this replica's (0 is fine: its figures weigh nothing); rows_total: the global batch's.
+ * x, y: (rows, c); gamma, beta, save_mean, save_invstd, run_mean, run_var: (c) */
+static ct_status forward_train_synced(const ct_bn_sync *sync, const float *x, const float *gamma, const float *beta,
+                                      float *y, float *save_mean, float *save_invstd, float *run_mean, float *run_var,
+                                      int rows, int rows_total, int c, float momentum, float eps, ct_err *err)
+{
+    double s1[BLOCK], s2[BLOCK];
+    for (int j0 = 0; j0 < c; j0 += BLOCK) {
+        int nj = block_len(c, j0);
+        centered_sums_block(x, NULL, x, NULL, rows, c, j0, nj, s1, s2);
+        for (int j = 0; j < nj; j++)
+            save_mean[j0 + j] = rows ? (float)(s1[j] / rows) : 0.0f;
+    }
+    ct_status st = sync->mean(sync->ctx, save_mean, c, err);
+    if (st != CT_OK)
+        return st;
+    float *var = save_invstd;  /* the variance until it becomes invstd */
+    for (int j0 = 0; j0 < c; j0 += BLOCK) {
+        int nj = block_len(c, j0);
+        centered_sums_block(x, save_mean, x, save_mean, rows, c, j0, nj, s1, s2);
+        for (int j = 0; j < nj; j++)
+            var[j0 + j] = rows ? (float)(s2[j] / rows) : 0.0f;
+    }
+    if ((st = sync->mean(sync->ctx, var, c, err)) != CT_OK)
+        return st;
+    const double unbias = rows_total > 1 ? (double)rows_total / (rows_total - 1) : 1.0;
+    for (int j0 = 0; j0 < c; j0 += BLOCK) {
+        int nj = block_len(c, j0);
+        float scale[BLOCK], shift[BLOCK];
+        for (int j = 0; j < nj; j++) {
+            double mean = save_mean[j0 + j], v = var[j0 + j];
+            double invstd = 1.0 / sqrt(v + eps);
+            save_invstd[j0 + j] = (float)invstd;
+            run_mean[j0 + j] = (float)((1.0 - momentum) * run_mean[j0 + j] + momentum * mean);
+            run_var[j0 + j] = (float)((1.0 - momentum) * run_var[j0 + j] + momentum * v * unbias);
+            scale[j] = (float)(gamma[j0 + j] * invstd);
+            shift[j] = (float)(beta[j0 + j] - mean * gamma[j0 + j] * invstd);
+        }
+        scale_shift_block(x, y, rows, c, j0, nj, scale, shift);
+    }
+    return CT_OK;
+}
+
+/* sync_bn's backward: mean(dy) and mean(dy xhat) are the global batch's. Each replica's dy is
+ * its own loss's gradient (scaled by 1 / its samples), so the term its dx needs is the weighted
+ * mean over replicas of their sums, divided by its own rows; dgamma and dbeta stay this
+ * replica's, averaged later with the other gradients.
+ * x, dy, dx: (rows, c); gamma, save_mean, save_invstd, dgamma, dbeta: (c); sums: (2c) scratch */
+static ct_status backward_synced(const ct_bn_sync *sync, const float *x, const float *gamma, const float *dy,
+                                 const float *save_mean, const float *save_invstd, float *dx, float *dgamma,
+                                 float *dbeta, float *sums, int rows, int c, int accumulate, ct_err *err)
+{
+    for (int j0 = 0; j0 < c; j0 += BLOCK) {
+        int nj = block_len(c, j0);
+        double sum_dy[BLOCK], sum_dy_xc[BLOCK];
+        centered_sums_block(dy, NULL, x, save_mean, rows, c, j0, nj, sum_dy, sum_dy_xc);
+        for (int j = 0; j < nj; j++) {
+            double invstd = save_invstd[j0 + j];
+            if (dgamma) dgamma[j0 + j] = (float)(sum_dy_xc[j] * invstd);
+            if (dbeta) dbeta[j0 + j] = (float)sum_dy[j];
+            sums[j0 + j] = (float)sum_dy[j];
+            sums[c + j0 + j] = (float)sum_dy_xc[j];
+        }
+    }
+    ct_status st = sync->mean(sync->ctx, sums, 2 * c, err);
+    if (st != CT_OK || !dx || rows == 0)
+        return st;
+    for (int j0 = 0; j0 < c; j0 += BLOCK) {
+        int nj = block_len(c, j0);
+        float k[BLOCK], a[BLOCK], b[BLOCK], m[BLOCK];
+        for (int j = 0; j < nj; j++) {
+            double invstd = save_invstd[j0 + j];
+            k[j] = (float)(gamma[j0 + j] * invstd);
+            a[j] = (float)((double)sums[j0 + j] / rows);
+            b[j] = (float)((double)sums[c + j0 + j] * invstd * invstd / rows);
+            m[j] = save_mean[j0 + j];
+        }
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < rows; i++) {
+            const float *xr = x + (size_t)i * c + j0, *dyr = dy + (size_t)i * c + j0;
+            float *dxr = dx + (size_t)i * c + j0;
+            for (int j = 0; j < nj; j++)
+                dxr[j] = (accumulate ? dxr[j] : 0.0f) + k[j] * (dyr[j] - a[j] - (xr[j] - m[j]) * b[j]);
+        }
+    }
+    return CT_OK;
+}
+
 /* Batch norm layers normalise over rows = n*h*w of the input, per channel c. aux holds the batch's
  * mean then invstd (2c fp32) from forward for backward; state the running mean then variance. */
 
 // x, y: (n, h, w, c) fp32; aux, state: (2c)
 static ct_status batchnorm_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
 {
-    (void)be; (void)err;
     int rows = n * l->in_shape.h * l->in_shape.w, c = l->in_shape.c;
     float *saved = ct_f32(l->aux), *state = ct_f32(l->state);
+    if (training && be->bn_sync.mean)
+        return forward_train_synced(&be->bn_sync, ct_f32(l->x[0]), ct_f32(l->w), ct_f32(l->b), ct_f32(l->y), saved,
+                                    saved + c, state, state + c, rows, be->bn_sync.total * l->in_shape.h * l->in_shape.w,
+                                    c, l->cfg->momentum, l->cfg->epsilon, err);
     if (training)
         ct_cpu_batchnorm_forward_train(ct_f32(l->x[0]), ct_f32(l->w), ct_f32(l->b), ct_f32(l->y), saved,
                                        saved + c, state, state + c, rows, c, l->cfg->momentum, l->cfg->epsilon);
@@ -160,16 +254,26 @@ static ct_status batchnorm_forward(ct_backend *be, ct_layer *l, int n, int train
 // x, dy: (n, h, w, c) fp32; dx: like x or NULL, written or added to (l->dx_accumulate); aux: (2c)
 static ct_status batchnorm_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
-    (void)be; (void)err;
     int rows = n * l->in_shape.h * l->in_shape.w, c = l->in_shape.c;
     const float *saved = ct_f32(l->aux);
+    if (be->bn_sync.mean)
+        return backward_synced(&be->bn_sync, ct_f32(l->x[0]), ct_f32(l->w), ct_f32(l->dy), saved, saved + c,
+                               ct_f32(l->dx[0]), ct_f32(l->dw), ct_f32(l->db), ct_cpu_of(be)->workspace, rows, c,
+                               l->dx_accumulate[0], err);
     ct_cpu_batchnorm_backward(ct_f32(l->x[0]), ct_f32(l->w), ct_f32(l->dy), saved, saved + c, ct_f32(l->dx[0]),
                               ct_f32(l->dw), ct_f32(l->db), rows, c, l->dx_accumulate[0]);
     return CT_OK;
 }
 
+/* sync_bn's backward gathers its per-channel sums there */
+static size_t batchnorm_workspace(ct_backend *be, const ct_layer *l, int n)
+{
+    (void)be; (void)n;
+    return 2 * (size_t)l->in_shape.c * sizeof(float);
+}
+
 const ct_layer_ops ct_cpu_batchnorm_ops = {
     .forward = batchnorm_forward,
     .backward = batchnorm_backward,
-    .workspace_bytes = NULL,
+    .workspace_bytes = batchnorm_workspace,
 };

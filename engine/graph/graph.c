@@ -418,26 +418,30 @@ ct_status ct_graph_forward(ct_graph *g, int n, int training, ct_err *err)
     return CT_OK;
 }
 
+/* sync_bn's batch norm averages figures over the replicas inside its backward: it runs even for
+ * no samples, so that the others' collectives find this replica there. */
+static int backward_is_collective(const ct_graph *g, const ct_layer *l)
+{
+    return l->type == CT_LAYER_BATCHNORM && g->be->bn_sync.mean;
+}
+
 ct_status ct_graph_backward_each(ct_graph *g, int n, ct_layer_done_fn done, void *ctx, ct_err *err)
 {
+    ct_status st = CT_OK;
+    /* no layer writes anything for no samples: their gradients are zero (a replica whose share
+     * of a small batch is empty still takes part in the all-reduce) */
     if (n == 0) {
-        /* no layer writes anything for no samples: their gradients are zero (a replica whose
-         * share of a small batch is empty still takes part in the all-reduce) */
         ct_device *dev = g->be->dev;
-        ct_status st = dev->ops->zero(dev, g->grads.data, ct_tensor_bytes(&g->grads), err);
-        for (int i = g->n_layers - 1; i >= 0 && st == CT_OK && done; i--)
-            st = done(ctx, i, err);
-        return st;
+        st = dev->ops->zero(dev, g->grads.data, ct_tensor_bytes(&g->grads), err);
     }
-    for (int i = g->n_layers - 1; i >= 0; i--) {
+    for (int i = g->n_layers - 1; i >= 0 && st == CT_OK; i--) {
         ct_layer *l = &g->layers[i];
-        ct_status st = g->be->ops->layers[l->type]->backward(g->be, l, n, err);
+        if (n > 0 || backward_is_collective(g, l))
+            st = g->be->ops->layers[l->type]->backward(g->be, l, n, err);
         if (st == CT_OK && done)
             st = done(ctx, i, err);
-        if (st != CT_OK)
-            return st;
     }
-    return CT_OK;
+    return st;
 }
 
 ct_status ct_graph_backward(ct_graph *g, int n, ct_err *err)

@@ -96,8 +96,18 @@ ct_scaler ct_train_scaler_start(const ct_train_config *t)
 typedef struct step_ctx {
     ct_net *net;
     ct_replica *replica;
-    int n;
+    int n;                   /* the replica's share */
+    int total;               /* the global batch */
 } step_ctx;
+
+/* sync_bn: batch norm's per-channel figures averaged over the replicas, weighted by samples. */
+// v: (count) fp32 in the replica's backend memory
+static ct_status bn_mean(void *p, float *v, int count, ct_err *err)
+{
+    step_ctx *c = p;
+    ct_tensor t = ct_tensor_flat(v, CT_DTYPE_F32, (size_t)count);
+    return c->net->comm->ops->all_reduce_mean(c->net->comm, c->replica->rank, c->replica->be, &t, c->n, err);
+}
 
 /* The work of one step on one replica, enqueued without reading anything back: the backend may
  * capture it once and replay it, so everything that changes per step comes through set_step.
@@ -109,6 +119,9 @@ static ct_status step_work(void *p, ct_err *err)
     ct_graph *g = &r->graph;
     ct_backend *be = r->be;
     ct_layer *out = ct_graph_output(g);
+    /* one replica's statistics are already the global batch's */
+    int sync_bn = c->net->cfg.train.sync_bn && c->net->comm->size > 1;
+    be->bn_sync = sync_bn ? (ct_bn_sync){bn_mean, c, c->total} : (ct_bn_sync){0};
     ct_status st = ct_graph_forward(g, c->n, 1, err);
     if (st == CT_OK)
         st = be->ops->loss(be, out->y, &g->labels, out->dy, c->n, err);
@@ -136,6 +149,7 @@ static ct_status step_work(void *p, ct_err *err)
      * become everyone's (DDP's broadcast_buffers), so every replica evaluates alike */
     if (st == CT_OK && g->state.count)
         st = c->net->comm->ops->broadcast(c->net->comm, r->rank, be, &g->state, 0, err);
+    be->bn_sync = (ct_bn_sync){0};
     return st;
 }
 
@@ -154,7 +168,7 @@ static int slice_start(const ct_net *net, int i, int n)
 static ct_status replica_step(ct_net *net, int rank, const ct_step_scalars *s, int n, ct_err *err)
 {
     ct_replica *r = &net->replicas[rank];
-    step_ctx ctx = {net, r, slice_size(net, rank, n)};
+    step_ctx ctx = {net, r, slice_size(net, rank, n), n};
     /* a captured step is specific to its work, the replica's buffers and the batch size */
     ct_step_key key = {step_work, &r->graph, ctx.n};
     ct_step_scalars mine = *s;
