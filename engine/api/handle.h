@@ -21,7 +21,8 @@ struct ct_net {
     ct_graph graph;          /* the network as built from the config: shapes, no memory */
     ct_replica *replicas;    /* each a bound copy on one device: devices = cpu:N makes N */
     int n_replicas;
-    ct_comm *comm;           /* how the replicas agree on gradients */
+    ct_comm *comm;           /* how the replicas agree on gradients; its size is every process's replicas */
+    struct ct_world *world;  /* the processes of an mpirun / srun launch (train/world.h); NULL alone */
     ct_replica_threads *threads; /* one host thread per replica; NULL with one replica, whose
                               * step runs on the calling thread as it always has */
     char backend_reason[512];
