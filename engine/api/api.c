@@ -170,6 +170,18 @@ ct_status ct_inject_alloc_failures(ct_net *net, long skip, long count)
     return CT_OK;
 }
 
+/* Joins the processes' world of an mpirun / srun launch: MPI starts here, as soon as the config
+ * gives comm_timeout and before any file is read, since MPI_Init waits for every process to reach
+ * it, without a timeout; a process stalled later is caught by the join's. */
+static ct_status open_world(ct_net *net)
+{
+    int rank, size, local;
+    ct_world_launcher(&rank, &size, &local);
+    if (size <= 1 || net->world)
+        return CT_OK;
+    return ct_world_open(&net->world, net->cfg.train.comm_timeout, &net->err);
+}
+
 ct_status ct_net_build_graph(ct_net *net)
 {
     if (net->graph_built)
@@ -177,8 +189,12 @@ ct_status ct_net_build_graph(ct_net *net)
     if (net->open_status != CT_OK)
         return net->open_status;
     ct_status st = ct_config_load(&net->cfg, &net->ini, &net->err);
-    if (st != CT_OK)
+    if (st == CT_OK)
+        st = open_world(net);
+    if (st != CT_OK) {
+        ct_config_free(&net->cfg);
         return st;
+    }
     ct_shape shape;
     int classes;
     st = ct_data_probe(&net->cfg.data, &shape, &classes, &net->err);
@@ -369,17 +385,6 @@ static ct_status check_process_config(ct_net *net, int size)
     return CT_OK;
 }
 
-/* Joins the processes' world: MPI starts here, before the data loads, since MPI_Init waits for
- * every process (a process stalled later is caught by the join's timeout instead). */
-static ct_status open_world(ct_net *net)
-{
-    int rank, size, local;
-    ct_world_launcher(&rank, &size, &local);
-    if (size <= 1)
-        return CT_OK;
-    ct_status st = check_process_config(net, size);
-    return st == CT_OK ? ct_world_open(&net->world, net->cfg.train.comm_timeout, &net->err) : st;
-}
 
 /* This process's replica, rank r of P: one CPU replica bound at batch / P, the join (the first
  * exchange, bounded by comm_timeout), then rank 0's initial state broadcast. */
@@ -547,7 +552,7 @@ ct_status ct_prepare(ct_net *net)
     if (st != CT_OK)
         return st;
     ct_err *err = &net->err;
-    st = open_world(net);
+    st = net->world ? check_process_config(net, ct_world_size(net->world)) : CT_OK;
     if (st == CT_OK)
         st = ct_data_load(&net->cfg.data, net->cfg.train.seed, &net->train, &net->test, err);
     if (st == CT_OK && net->train.count == 0)
