@@ -49,12 +49,13 @@ ct_status ct_world_open(ct_world **out, double timeout_s, ct_err *err)
     int rank, size, local;
     ct_world_launcher(&rank, &size, &local);
     *out = NULL;
+    (void)rank;
     return ct_fail(err, CT_ERR_USAGE,
-                   "rank %d of %d: this process was started by a launcher (mpirun, srun) as one of %d, but this "
+                   "this process was started by a launcher (mpirun, srun) as one of %d, but this "
                    "cutrain was built without MPI, so the processes cannot train together (each would train alone "
                    "and overwrite the others' files); install Open MPI (apt-get install openmpi-bin "
                    "libopenmpi-dev) and build with -DCUTRAIN_MPI=ON, or run one process",
-                   rank, size, size);
+                   size);
 }
 
 ct_status ct_world_join(ct_world *w, long batch, long params, ct_err *err)
