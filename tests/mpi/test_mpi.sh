@@ -6,10 +6,11 @@
 #            naming it, non-zero, within comm_timeout plus a few seconds
 #   stalled  a process that never joins (its training data is a FIFO nobody writes) ends the other
 #            likewise
+#   bad      what one of several processes cannot train is refused, naming the config line
 #   no_mpi   a build without MPI refuses to run as one of several processes (skipped with MPI)
 # Usage: test_mpi.sh CASE   (environment: CT_CLI, CT_FMNIST_DIR, CT_WITH_MPI=ON|OFF, CT_MPIEXEC)
 set -uo pipefail
-case=${1:?usage: test_mpi.sh equal|stopped|stalled|no_mpi}
+case=${1:?usage: test_mpi.sh equal|stopped|stalled|bad|no_mpi}
 cli=${CT_CLI:?CT_CLI names the cutrain command}
 fmnist=${CT_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
 with_mpi=${CT_WITH_MPI:-OFF}
@@ -135,6 +136,17 @@ stalled)
         fail "no timeout error naming rank 1 in the join"
     awk -v t="$took" -v c="$timeout_s" 'BEGIN { exit !(t <= c + 30) }' || fail "took ${took} s in all"
     echo "rank 1 never joined: mpirun exited $rc after ${took} s in all: $(grep -m1 'waited more' run.err)"
+    ;;
+bad)
+    write_config 2
+    sed 's/^devices = cpu$/devices = cpu:2/' net.ini > cpu2.ini
+    "${launcher[@]}" -np 2 "$cli" train --config cpu2.ini -q > run.out 2> run.err && fail "cpu:2 in each of 2 processes ran"
+    line=$(grep -n '^devices' cpu2.ini | cut -d: -f1)
+    grep -q "cpu2.ini:$line: devices = cpu:2 in one of 2 processes" run.err || fail "cpu:2 is not refused at its line"
+    sed 's/^batch = 64$/batch = 63/' net.ini > odd.ini
+    "${launcher[@]}" -np 2 "$cli" train --config odd.ini -q > run.out 2> run.err && fail "batch 63 over 2 processes ran"
+    grep -q "batch = 63 does not split evenly over 2 processes" run.err || fail "batch 63 is not refused"
+    echo "refused devices = cpu:2 and batch = 63 in 2 processes, naming their lines"
     ;;
 no_mpi)
     write_config 2
