@@ -138,6 +138,15 @@ const char *ct_input_verdict(double input_wait_share);
 const char *ct_version(void);
 const char *ct_status_name(ct_status status);
 
+/* Several processes (mpirun -np P, srun): this process's rank and their number, as the
+ * launcher's environment says (0 and 1 without a launcher); readable before any open, in any
+ * build. Each process then trains one replica of the global batch; rank 0 alone should print and
+ * save. A build without MPI refuses to prepare in such a process (ct_prepare says how to build). */
+void ct_process_world(int *rank, int *size);
+/* After a failure in one of several processes: ends them all (MPI_Abort with `code`), since a
+ * peer that is stopped never ends by itself. Returns, doing nothing, where MPI is not running. */
+void ct_process_abort(int code);
+
 /* Parses the ini file (syntax only: sections, keys, duplicates); values are checked by
  * ct_prepare so that ct_set overrides can come first. */
 ct_status ct_open_file(const char *path, ct_net **out);

@@ -19,7 +19,13 @@ int cli_exit_code(ct_status status)
 
 int cli_fail(ct_net *net, ct_status status)
 {
-    fprintf(stderr, "cutrain: %s\n", ct_errmsg(net));
+    /* one of several processes: say which, since every rank's errors reach one terminal */
+    int rank, size;
+    ct_process_world(&rank, &size);
+    if (size > 1)
+        fprintf(stderr, "cutrain: rank %d: %s\n", rank, ct_errmsg(net));
+    else
+        fprintf(stderr, "cutrain: %s\n", ct_errmsg(net));
     ct_close(net);
     return cli_exit_code(status);
 }

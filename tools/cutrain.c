@@ -244,15 +244,31 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &opt);
     if (rc != CLI_OK)
         return rc;
+    /* one of several processes (mpirun, srun): rank 0 alone prints, logs and saves */
+    int rank, size;
+    ct_process_world(&rank, &size);
+    if (rank > 0) {
+        /* errors still go to stderr, prefixed with the rank (cli_fail) */
+        if (!freopen("/dev/null", "w", stdout))
+            fprintf(stderr, "cutrain: rank %d: cannot silence standard output\n", rank);
+        opt.quiet = 1;
+        opt.log_path = NULL;
+        opt.checkpoint_dir = NULL;
+    }
     if (strcmp(opt.command, "eval") == 0)
-        return cmd_eval(&opt);
-    if (strcmp(opt.command, "summary") == 0)
-        return cmd_summary(&opt);
-    if (strcmp(opt.command, "predict") == 0)
-        return cmd_predict(&opt);
-    if (strcmp(opt.command, "bench") == 0)
-        return cmd_bench(&opt);
-    if (strcmp(opt.command, "doctor") == 0)
-        return cmd_doctor(&opt);
-    return cmd_train(&opt);
+        rc = cmd_eval(&opt);
+    else if (strcmp(opt.command, "summary") == 0)
+        rc = cmd_summary(&opt);
+    else if (strcmp(opt.command, "predict") == 0)
+        rc = cmd_predict(&opt);
+    else if (strcmp(opt.command, "bench") == 0)
+        rc = cmd_bench(&opt);
+    else if (strcmp(opt.command, "doctor") == 0)
+        rc = cmd_doctor(&opt);
+    else
+        rc = cmd_train(&opt);
+    /* a failed process ends the others: a stopped or waiting peer would not end by itself */
+    if (rc != CLI_OK && size > 1)
+        ct_process_abort(rc);
+    return rc;
 }

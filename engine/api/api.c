@@ -9,6 +9,7 @@
 #include "api/handle.h"
 #include "base/event_file.h"
 #include "train/monitor.h"
+#include "train/world.h"
 #ifdef CUTRAIN_HAVE_CUDA
 #include "cuda/cuda_device.h"
 #include "train/comm_nccl.h"
@@ -126,6 +127,8 @@ static void release_run(ct_net *net)
     if (net->comm)
         net->comm->ops->destroy(net->comm);
     net->comm = NULL;
+    ct_world_close(net->world);
+    net->world = NULL;
     ct_dataset_free(&net->train);
     ct_dataset_free(&net->test);
     free(net->order);
@@ -170,6 +173,18 @@ ct_status ct_inject_alloc_failures(ct_net *net, long skip, long count)
     return CT_OK;
 }
 
+/* Joins the processes' world of an mpirun / srun launch: MPI starts here, as soon as the config
+ * gives comm_timeout and before any file is read, since MPI_Init waits for every process to reach
+ * it, without a timeout; a process stalled later is caught by the join's. */
+static ct_status open_world(ct_net *net)
+{
+    int rank, size, local;
+    ct_world_launcher(&rank, &size, &local);
+    if (size <= 1 || net->world)
+        return CT_OK;
+    return ct_world_open(&net->world, net->cfg.train.comm_timeout, &net->err);
+}
+
 ct_status ct_net_build_graph(ct_net *net)
 {
     if (net->graph_built)
@@ -177,8 +192,12 @@ ct_status ct_net_build_graph(ct_net *net)
     if (net->open_status != CT_OK)
         return net->open_status;
     ct_status st = ct_config_load(&net->cfg, &net->ini, &net->err);
-    if (st != CT_OK)
+    if (st == CT_OK)
+        st = open_world(net);
+    if (st != CT_OK) {
+        ct_config_free(&net->cfg);
         return st;
+    }
     ct_shape shape;
     int classes;
     st = ct_data_probe(&net->cfg.data, &shape, &classes, &net->err);
@@ -411,12 +430,91 @@ static int threads_per_replica(const ct_net *net)
     return each > 0 ? each : 1;
 }
 
+/* Under mpirun / srun: what one process of several can train, refused before any data loads.
+ * Each process is one replica; batch stays the global batch. */
+static ct_status check_process_config(ct_net *net, int size)
+{
+    const ct_train_config *t = &net->cfg.train;
+    if (t->replicas > 1)
+        return ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, t->devices_line,
+                          "devices = cpu:%d in one of %d processes (mpirun, srun): each process trains one replica, "
+                          "so use devices = cpu (the %d processes then train %d replicas)", t->replicas, size, size,
+                          size);
+    if (t->batch_mode != CT_BATCH_FIXED)
+        return ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, t->batch_line,
+                          "batch = %s in one of %d processes (mpirun, srun): the batch search runs one device; give "
+                          "the global batch as a number (a multiple of %d)",
+                          t->batch_mode == CT_BATCH_MAX ? "max" : "auto", size, size);
+    if (t->batch % size != 0) {
+        int lower = t->batch / size * size;
+        return ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, t->batch_line,
+                          "batch = %d does not split evenly over %d processes (mpirun, srun): batch is the global "
+                          "batch, each process takes batch / %d; use %d or %d", t->batch, size, size,
+                          lower > 0 ? lower : size, lower + size);
+    }
+    return CT_OK;
+}
+
+
+/* This process's replica, rank r of P: one CPU replica bound at batch / P, the join (the first
+ * exchange, bounded by comm_timeout), then rank 0's initial state broadcast. */
+static ct_status open_process_replica(ct_net *net)
+{
+    const ct_train_config *t = &net->cfg.train;
+    int rank = ct_world_rank(net->world), size = ct_world_size(net->world);
+    ct_device *dev = NULL;
+    ct_backend *be = NULL;
+    ct_status st = choose_backend(net, &dev, &be);
+    if (st == CT_OK && !dev->host_memory)
+        st = ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, t->devices_line,
+                        "devices = %s in one of %d processes (mpirun, srun): several processes with GPUs are not "
+                        "built yet (NCCL across processes is to come); use devices = cpu, or one process with "
+                        "devices = 0,1,...", t->devices, size);
+    net->replicas = st == CT_OK ? calloc(1, sizeof *net->replicas) : NULL;
+    if (st == CT_OK && !net->replicas)
+        st = ct_fail(&net->err, CT_ERR_NOMEM, "out of memory for replicas");
+    if (st != CT_OK) {
+        close_pair(dev, be);
+        return st;
+    }
+    dev->fault = net->alloc_fault;
+    net->n_replicas = 1;
+    net->replicas[0] = (ct_replica){.rank = rank, .dev = dev, .be = be};
+    st = dev->ops->activate(dev, &net->err);
+    if (st == CT_OK)
+        st = ct_comm_mpi_create(&net->comm, net->world, &net->err);
+    if (st == CT_OK)
+        st = ct_batch_resolve(net, &net->batch);
+    if (st == CT_OK) {
+        net->cfg.train.lr_factor = ct_lr_factor(&net->cfg.train, net->batch);
+        st = ct_replica_bind(&net->replicas[0], &net->cfg, net->graph.input, net->graph.classes, net->batch / size,
+                             t->seed, memory_limit(t), &net->err);
+    }
+    if (st == CT_OK && t->precision == CT_PREC_FP16) {
+        ct_scaler s = ct_train_scaler_start(t);
+        st = be->ops->scaler_set(be, &s, &net->err);
+    }
+    if (st == CT_OK)
+        st = ct_world_join(net->world, net->batch, (long)net->replicas[0].graph.n_params, &net->err);
+    if (st == CT_OK) {
+        ct_train_apply_threads(net);
+        int threads = omp_get_max_threads();
+        snprintf(net->backend_reason, sizeof net->backend_reason,
+                 "devices = %s: rank %d of %d processes, one CPU replica each, %d thread%s, global batch %d (%d per "
+                 "replica)", t->devices, rank, size, threads, threads == 1 ? "" : "s", net->batch, net->batch / size);
+        st = ct_train_broadcast_state(net, &net->err);
+    }
+    return st;
+}
+
 /* The replicas and their communicator; the batch is resolved on replica 0's device (batch = max |
  * auto run their real steps there; several replicas take a fixed global batch) before the run's
  * binding, and lr_scaling follows the batch found. Every replica is bound at its share of the
  * global batch; replica 0's initial state is then broadcast. */
 static ct_status open_replicas(ct_net *net)
 {
+    if (net->world)
+        return open_process_replica(net);
     const ct_train_config *t = &net->cfg.train;
     ct_device *dev = NULL;
     ct_backend *be = NULL;
@@ -555,7 +653,9 @@ ct_status ct_prepare(ct_net *net)
     if (st != CT_OK)
         return st;
     ct_err *err = &net->err;
-    st = ct_data_load(&net->cfg.data, net->cfg.train.seed, &net->train, &net->test, err);
+    st = net->world ? check_process_config(net, ct_world_size(net->world)) : CT_OK;
+    if (st == CT_OK)
+        st = ct_data_load(&net->cfg.data, net->cfg.train.seed, &net->train, &net->test, err);
     if (st == CT_OK && net->train.count == 0)
         st = ct_fail(err, CT_ERR_DATA, "the training set is empty");
     if (st == CT_OK && (net->train.shape.h != net->graph.input.h || net->train.shape.w != net->graph.input.w ||

@@ -24,7 +24,8 @@ struct ct_net {
     int n_replicas;
     int gpu_ordinals[CT_MAX_REPLICAS];  /* the GPUs devices names, resolved when the run opens */
     int n_gpus;              /* 0 on the CPU */
-    ct_comm *comm;           /* how the replicas agree on gradients */
+    ct_comm *comm;           /* how the replicas agree on gradients; its size is every process's replicas */
+    struct ct_world *world;  /* the processes of an mpirun / srun launch (train/world.h); NULL alone */
     ct_replica_threads *threads; /* one host thread per replica; NULL with one replica, whose
                               * step runs on the calling thread as it always has */
     char backend_reason[512];

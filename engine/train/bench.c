@@ -75,7 +75,7 @@ static ct_status run_steps(ct_net *net, ct_replica *r, const bench_data *d, long
                 st = dev->ops->copy(dev, rg->labels.data, d->y[k], yb, err);
         }
         if (st == CT_OK)
-            st = ct_train_step(net, g->batch * net->n_replicas, lr, err);
+            st = ct_train_step(net, g->batch * net->comm->size, lr, err);
     }
     return st;
 }

@@ -142,19 +142,15 @@ static ct_status check_sizes(local_comm *l, ct_err *err)
     return CT_OK;
 }
 
-// this rank's share [lo, hi) of the elements of (count): out[i] = sum over ranks in rank order
-static void reduce_share(local_comm *l, int rank, size_t count)
+void ct_comm_mean_in_rank_order(const float *const *in, const int *samples, int size, float *out, size_t lo,
+                                size_t hi)
 {
-    size_t lo = count * (size_t)rank / (size_t)l->size, hi = count * (size_t)(rank + 1) / (size_t)l->size;
     int equal = 1;
     long total = 0;
-    for (int r = 0; r < l->size; r++) {
-        equal &= l->samples[r] == l->samples[0];
-        total += l->samples[r];
+    for (int r = 0; r < size; r++) {
+        equal &= samples[r] == samples[0];
+        total += samples[r];
     }
-    float *out = l->result;
-    const float *const *in = (const float *const *)l->data;
-    int size = l->size;
     if (equal || total == 0) {
         float n = (float)size;
 #pragma omp parallel for schedule(static)
@@ -167,15 +163,21 @@ static void reduce_share(local_comm *l, int rank, size_t count)
     } else {
         /* each rank's mean weighted by its samples: the mean over the global batch */
         float n = (float)total;
-        const int *w = l->samples;
 #pragma omp parallel for schedule(static)
         for (size_t i = lo; i < hi; i++) {
-            float s = in[0][i] * (float)w[0];
+            float s = in[0][i] * (float)samples[0];
             for (int r = 1; r < size; r++)
-                s += in[r][i] * (float)w[r];
+                s += in[r][i] * (float)samples[r];
             out[i] = s / n;
         }
     }
+}
+
+// this rank's share [lo, hi) of the elements of (count)
+static void reduce_share(local_comm *l, int rank, size_t count)
+{
+    size_t lo = count * (size_t)rank / (size_t)l->size, hi = count * (size_t)(rank + 1) / (size_t)l->size;
+    ct_comm_mean_in_rank_order((const float *const *)l->data, l->samples, l->size, l->result, lo, hi);
 }
 
 static ct_status local_all_reduce_mean(ct_comm *c, int rank, ct_backend *be, ct_tensor *t, int samples, ct_err *err)

@@ -2,6 +2,8 @@
  * host, upload, forward, loss, backward, optimizer step; then evaluate on the test set. Metrics
  * accumulate in the backend and are read only when a callback or the epoch's end needs them. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <omp.h>
 
 #include "api/handle.h"
@@ -10,6 +12,7 @@
 #include "train/monitor.h"
 #include "train/tensorboard.h"
 #include "train/time_split.h"
+#include "train/world.h"
 
 /* Salts that keep the random streams of different purposes apart (the augmentation's is the
  * pipeline's CT_PIPELINE_SALT_AUGMENT). */
@@ -26,8 +29,9 @@ static ct_status use_device(ct_net *net, int i, ct_err *err)
 }
 
 /* What every replica's backend has accumulated since the last reset: metrics are sums over
- * replicas. */
-static ct_status read_metrics(ct_net *net, double *loss_sum, long *correct, int reset, ct_err *err)
+ * replicas, over every process of a world too when `over_world` (every rank then calls it at the
+ * same point; summed in rank order, as one process sums its replicas). */
+static ct_status read_metrics(ct_net *net, double *loss_sum, long *correct, int reset, int over_world, ct_err *err)
 {
     *loss_sum = 0.0;
     *correct = 0;
@@ -43,7 +47,31 @@ static ct_status read_metrics(ct_net *net, double *loss_sum, long *correct, int 
         *loss_sum += loss;
         *correct += right;
     }
-    return use_device(net, 0, err);
+    ct_status st = use_device(net, 0, err);
+    if (st != CT_OK || !net->world || !over_world)
+        return st;
+    typedef struct metrics {
+        double loss;
+        long correct;
+    } metrics;
+    int size = ct_world_size(net->world);
+    metrics mine = {*loss_sum, *correct}, *all = calloc((size_t)size, sizeof *all);
+    if (!all)
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory for the processes' metrics");
+    char what[80];
+    snprintf(what, sizeof what, "the metrics' exchange after step %ld", net->step);
+    st = ct_world_all_gather(net->world, &mine, all, sizeof mine, what, err);
+    if (st == CT_OK) {
+        *loss_sum = 0.0;
+        *correct = 0;
+        for (int r = 0; r < size; r++) {
+            *loss_sum += all[r].loss;
+            *correct += all[r].correct;
+        }
+    }
+    if (!ct_world_broken(net->world))   /* a failed exchange may still write into it */
+        free(all);
+    return st;
 }
 
 /* Makes every replica's device current for the calling thread in turn, replica 0's last: the
@@ -128,7 +156,7 @@ static ct_status step_work(void *p, ct_err *err)
     /* the gradients averaged over the replicas in buckets, each as backward completes it */
     ct_bucket_reduce reduce = {
         .comm = c->net->comm, .rank = r->rank, .graph = g, .samples = c->n, .bucket_mib = c->net->cfg.train.bucket_mib,
-        .trace = c->net->trace ? &c->net->trace->rank[r->rank] : NULL,
+        .trace = c->net->trace ? &c->net->trace->rank[r - c->net->replicas] : NULL,  /* this process's replica */
     };
     double comm_s = 0.0;
     if (st == CT_OK)
@@ -153,21 +181,25 @@ static ct_status step_work(void *p, ct_err *err)
     return st;
 }
 
-/* Replica i's share of a global batch of n: an even split, the remainder to the first ranks. */
-static int slice_size(const ct_net *net, int i, int n)
+/* The share of replica `rank` (over every process) of a global batch of n: an even split, the
+ * remainder to the first ranks. */
+static int slice_size(const ct_net *net, int rank, int n)
 {
-    return n / net->n_replicas + (i < n % net->n_replicas);
+    int ranks = net->comm->size;
+    return n / ranks + (rank < n % ranks);
 }
 
-static int slice_start(const ct_net *net, int i, int n)
+static int slice_start(const ct_net *net, int rank, int n)
 {
-    return i * (n / net->n_replicas) + (i < n % net->n_replicas ? i : n % net->n_replicas);
+    int ranks = net->comm->size;
+    return rank * (n / ranks) + (rank < n % ranks ? rank : n % ranks);
 }
 
-/* One step of one replica on its slice of a global batch of n. */
-static ct_status replica_step(ct_net *net, int rank, const ct_step_scalars *s, int n, ct_err *err)
+/* One step of this process's replica i on its slice of a global batch of n. */
+static ct_status replica_step(ct_net *net, int i, const ct_step_scalars *s, int n, ct_err *err)
 {
-    ct_replica *r = &net->replicas[rank];
+    ct_replica *r = &net->replicas[i];
+    int rank = r->rank;
     step_ctx ctx = {net, r, slice_size(net, rank, n), n};
     /* a captured step is specific to its work, the replica's buffers and the batch size */
     ct_step_key key = {step_work, &r->graph, ctx.n};
@@ -204,6 +236,7 @@ ct_status ct_train_step(ct_net *net, int n, float lr, ct_err *err)
         .dropout_seed = ct_hash3(t->seed, SALT_DROPOUT, (uint64_t)net->step),
     };
     ct_status st;
+    net->comm->step = step;
     if (net->threads) {
         step_job job = {net, &s, n};
         st = ct_replica_threads_run(net->threads, replica_step_job, &job, err);
@@ -234,7 +267,10 @@ static ct_status broadcast_job(void *p, int rank, ct_err *err)
 
 ct_status ct_train_broadcast_state(ct_net *net, ct_err *err)
 {
-    return net->threads ? ct_replica_threads_run(net->threads, broadcast_job, net, err) : CT_OK;
+    if (net->threads)
+        return ct_replica_threads_run(net->threads, broadcast_job, net, err);
+    /* one replica in each of several processes */
+    return net->world ? broadcast_job(net, 0, err) : CT_OK;
 }
 
 /* Names the first layer whose output is not finite, to point at where a divergence starts. */
@@ -242,7 +278,7 @@ static ct_status non_finite_failure(ct_net *net, int n, ct_err *err)
 {
     ct_replica *r = &net->replicas[0];
     ct_graph *g = &r->graph;
-    n = slice_size(net, 0, n);
+    n = slice_size(net, r->rank, n);
     for (int i = 0; i < g->n_layers; i++) {
         const ct_layer *l = &g->layers[i];
         if (!r->be->ops->all_finite(r->be, l->y, (size_t)n * ct_shape_size(l->out)))
@@ -276,7 +312,10 @@ static ct_status read_scaler(ct_net *net, double *scale, long *skipped, ct_err *
     return st;
 }
 
-static int report_progress(const ct_callbacks *cb, ct_net *net, long done, long steps, long images,
+/* images: this epoch's over every replica; own: those of this process's replicas, which are all
+ * of them but in one of several processes, whose progress shows its own replica's figures (the
+ * callbacks of ranks need not agree, so progress takes no exchange; the epoch's figures do). */
+static int report_progress(const ct_callbacks *cb, ct_net *net, long done, long steps, long images, long own,
                            double started, double waited, ct_err *err, ct_status *st)
 {
     double loss_sum = 0.0, scale = -1.0;
@@ -290,7 +329,7 @@ static int report_progress(const ct_callbacks *cb, ct_net *net, long done, long 
         long right = 0, tag = -1;
         *st = use_device(net, i, err);
         if (*st == CT_OK)
-            *st = be->ops->peek_metrics(be, images, &loss, &right, &tag, err);
+            *st = be->ops->peek_metrics(be, own, &loss, &right, &tag, err);
         if (*st != CT_OK)
             return 1;
         /* the figures of the oldest snapshot any replica has completed */
@@ -356,9 +395,9 @@ static ct_status feed(ct_net *net, held_batch *h, int *n, double *waited, ct_err
     for (int i = 0; i < net->n_replicas && st == CT_OK; i++) {
         ct_replica *r = &net->replicas[i];
         ct_graph *g = &r->graph;
-        size_t first = (size_t)slice_start(net, i, v.n), sample = ct_shape_size(g->input);
+        size_t first = (size_t)slice_start(net, r->rank, v.n), sample = ct_shape_size(g->input);
         ct_input_batch in = {
-            .n = slice_size(net, i, v.n), .shape = g->input, .x = v.x ? v.x + first * sample : NULL,
+            .n = slice_size(net, r->rank, v.n), .shape = g->input, .x = v.x ? v.x + first * sample : NULL,
             .x_u8 = v.x_u8 ? v.x_u8 + first * sample : NULL, .y = v.y + first, .aug = &net->augment_params,
             .augment = v.augment, .augment_seed = v.augment_seed,
         };
@@ -389,11 +428,11 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
     long steps = ct_pipeline_batches(net->pipeline);
     long every = cb && cb->step_every > 0 ? cb->step_every : 20;
     double loss_sum = 0.0, started = ct_clock_seconds(), waited = 0.0;
-    long correct = 0, images = 0;
+    long correct = 0, images = 0, own = 0;
     int last_n = net->batch;   /* size of the last batch, whose activations a failure inspects */
     float lr = t->learning_rate;
     held_batch held = {-1};
-    ct_status st = read_metrics(net, &loss_sum, &correct, 1, err);
+    ct_status st = read_metrics(net, &loss_sum, &correct, 1, 0, err);
     ct_time_acc split;
     ct_time_acc_open(&split, net->replicas[0].dev);
     net->comm_seconds = 0.0;
@@ -421,13 +460,15 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
         st = ct_train_step(net, n, lr, err);
         ct_time_acc_step_end(&split);
         images += n;
+        for (int i = 0; i < net->n_replicas; i++)
+            own += slice_size(net, net->replicas[i].rank, n);
         /* where reading back is free, catch a divergence at its step, before anything saves it;
          * elsewhere it is caught at the next metrics read */
         if (st == CT_OK && net->replicas[0].dev->host_memory &&
-            (st = read_metrics(net, &loss_sum, &correct, 0, err)) == CT_OK && !isfinite(loss_sum))
+            (st = read_metrics(net, &loss_sum, &correct, 0, 1, err)) == CT_OK && !isfinite(loss_sum))
             st = non_finite_failure(net, n, err);
         if (st == CT_OK && cb && cb->on_step && ((b + 1) % every == 0 || b + 1 == steps)) {
-            int stop = report_progress(cb, net, b + 1, steps, images, started, waited, err, &st);
+            int stop = report_progress(cb, net, b + 1, steps, images, own, started, waited, err, &st);
             if (st == CT_OK && stop)
                 st = ct_fail(err, CT_ERR_STOPPED, "training stopped by the step callback");
         }
@@ -444,7 +485,7 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
     if (st != CT_OK)
         ct_pipeline_stop(net->pipeline);
     if (st == CT_OK)
-        st = read_metrics(net, &loss_sum, &correct, 1, err);
+        st = read_metrics(net, &loss_sum, &correct, 1, 1, err);
     ct_time_acc_close(&split);
     if (st != CT_OK)
         return st;
@@ -526,7 +567,7 @@ ct_status ct_train_evaluate(ct_net *net, const ct_dataset *ds, ct_eval_result *o
     /* evaluation runs between epochs, so it may reuse (and clears) the metric accumulators */
     ct_status st = activate_devices(net, err);
     if (st == CT_OK)
-        st = read_metrics(net, &loss_sum, &correct, 1, err);
+        st = read_metrics(net, &loss_sum, &correct, 1, 0, err);
     for (long start = 0; start < ds->count && st == CT_OK; start += batch) {
         int n = (int)(ds->count - start < batch ? ds->count - start : batch);
         for (int i = 0; i < n; i++)
@@ -538,7 +579,7 @@ ct_status ct_train_evaluate(ct_net *net, const ct_dataset *ds, ct_eval_result *o
             st = be->ops->loss(be, ct_graph_output(g)->y, &g->labels, NULL, n, err);
     }
     if (st == CT_OK)
-        st = read_metrics(net, &loss_sum, &correct, 1, err);
+        st = read_metrics(net, &loss_sum, &correct, 1, 0, err);
     if (st != CT_OK)
         return st;
     out->images = ds->count;

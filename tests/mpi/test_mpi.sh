@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Several processes under mpirun, on the CPU, with a small Fashion-MNIST MLP (no batch norm):
+#   equal    mpirun -np 2 trains to the bits of devices = cpu:2 in one process (checkpoints and the
+#            logged loss), and rank 0 alone prints and logs
+#   stopped  a process stopped with SIGSTOP mid-run ends the other with cutrain's timeout error
+#            naming it, non-zero, within comm_timeout plus a few seconds
+#   stalled  a process that never joins (its training data is a FIFO nobody writes) ends the other
+#            likewise
+#   bad      what one of several processes cannot train is refused, naming the config line
+#   no_mpi   a build without MPI refuses to run as one of several processes (skipped with MPI)
+# Usage: test_mpi.sh CASE   (environment: CT_CLI, CT_FMNIST_DIR, CT_WITH_MPI=ON|OFF, CT_MPIEXEC)
+set -uo pipefail
+case=${1:?usage: test_mpi.sh equal|stopped|stalled|bad|no_mpi}
+cli=${CT_CLI:?CT_CLI names the cutrain command}
+fmnist=${CT_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
+with_mpi=${CT_WITH_MPI:-OFF}
+mpiexec=${CT_MPIEXEC:-$(command -v mpirun || true)}
+timeout_s=3
+
+if [ "$case" = no_mpi ]; then
+    [ "$with_mpi" = ON ] && { echo "skipped: this build has MPI"; exit 77; }
+elif [ "$with_mpi" != ON ]; then
+    echo "skipped: this build has no MPI (configure with -DCUTRAIN_MPI=ON)"
+    exit 77
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/cutrain-mpi.XXXXXX")
+stopped_pid=
+cleanup() {
+    [ -n "$stopped_pid" ] && kill -KILL "$stopped_pid" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+cd "$tmp" || exit 1
+fail() { echo "FAIL: $*"; for f in *.out *.err; do [ -f "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }; done; exit 1; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+
+# Open MPI refuses root without --allow-run-as-root; the tests run as root in CI, on 2 cores
+launcher=("$mpiexec")
+if "$mpiexec" --allow-run-as-root --version 2>/dev/null | grep -qE "Open MPI|OpenRTE"; then
+    launcher+=(--allow-run-as-root --oversubscribe)
+fi
+
+# one OpenMP thread per replica in both runs: the products' split over threads must match
+write_config() { # epochs
+    cat > "net.ini" <<INI
+[data]
+format = idx
+train = $fmnist/train-images-idx3-ubyte.gz
+train_labels = $fmnist/train-labels-idx1-ubyte.gz
+test = $fmnist/t10k-images-idx3-ubyte.gz
+test_labels = $fmnist/t10k-labels-idx1-ubyte.gz
+normalize = 0.2860, 0.3530
+train_limit = 1024
+test_limit = 256
+
+[train]
+epochs = $1
+batch = 64
+optimizer = adam
+learning_rate = 0.001
+devices = cpu
+threads = 1
+comm_timeout = $timeout_s
+
+[flat]
+type = flatten
+
+[fc1]
+type = dense
+units = 64
+activation = relu
+
+[out]
+type = dense
+units = 10
+INI
+}
+
+case $case in
+equal)
+    write_config 2
+    "$cli" train --config net.ini --devices cpu:2 --checkpoint one --log one.jsonl -q > one.out 2> one.err ||
+        fail "devices = cpu:2 in one process failed"
+    "${launcher[@]}" -np 2 "$cli" train --config net.ini --checkpoint two --log two.jsonl -q > two.out 2> two.err ||
+        fail "mpirun -np 2 failed"
+    for f in one/*.ckpt; do
+        [ -f "two/${f#one/}" ] || fail "mpirun -np 2 saved no ${f#one/}"
+        cmp "$f" "two/${f#one/}" || fail "${f#one/} differs between mpirun -np 2 and devices = cpu:2"
+    done
+    [ "$(ls one | wc -l)" -ge 2 ] || fail "too few checkpoints to compare: $(ls one)"
+    figures() { grep -o '"loss": [^,]*, "train_accuracy": [^,]*, "test_loss": [^,]*, "test_accuracy": [^,]*' "$1"; }
+    [ "$(wc -l < two.jsonl)" -eq 2 ] || fail "the log has $(wc -l < two.jsonl) lines for 2 epochs: rank 0 alone logs"
+    [ "$(figures one.jsonl)" = "$(figures two.jsonl)" ] ||
+        fail "the logged figures differ: $(figures one.jsonl) against $(figures two.jsonl)"
+    [ "$(grep -c '^epoch 2/2:' two.out)" -eq 1 ] || fail "the final epoch line is not printed once (rank 0 alone prints)"
+    grep -q . two.err && fail "mpirun -np 2 wrote to stderr"
+    echo "mpirun -np 2 = devices = cpu:2: $(ls one | wc -l) checkpoints bit for bit, figures $(figures two.jsonl | tail -n 1)"
+    ;;
+stopped)
+    write_config 1000
+    # the second program records its pid before it becomes cutrain, so it can be stopped
+    "${launcher[@]}" -np 1 "$cli" train --config net.ini --log run.jsonl -q : \
+        -np 1 sh -c 'echo $$ > rank1.pid; exec "$0" train --config net.ini -q' "$cli" > run.out 2> run.err &
+    launcher_pid=$!
+    for _ in $(seq 600); do # until an epoch has been logged: both ranks are training
+        [ -s run.jsonl ] && [ -s rank1.pid ] && break
+        kill -0 "$launcher_pid" 2>/dev/null || fail "the run ended before it could be stopped"
+        sleep 0.1
+    done
+    [ -s run.jsonl ] || fail "no epoch ended within 60 s"
+    stopped_pid=$(cat rank1.pid)
+    kill -STOP "$stopped_pid"
+    stopped=$(now)
+    wait "$launcher_pid"
+    rc=$?
+    took=$(elapsed "$stopped" "$(now)")
+    [ "$rc" -ne 0 ] || fail "mpirun exited 0 with rank 1 stopped"
+    grep -q "rank 0 waited more than comm_timeout = $timeout_s s for rank 1 in " run.err ||
+        fail "no timeout error naming rank 1"
+    awk -v t="$took" -v c="$timeout_s" 'BEGIN { exit !(t >= c - 0.5 && t <= c + 10) }' ||
+        fail "ended ${took} s after the stop; comm_timeout is $timeout_s s"
+    echo "stopped rank 1: mpirun exited $rc ${took} s after SIGSTOP (comm_timeout = $timeout_s s): $(grep -m1 'waited more' run.err)"
+    ;;
+stalled)
+    write_config 2
+    mkfifo never-written
+    started=$(now)
+    "${launcher[@]}" -np 1 "$cli" train --config net.ini -q : \
+        -np 1 "$cli" train --config net.ini -q --set data.train="$tmp/never-written" > run.out 2> run.err
+    rc=$?
+    took=$(elapsed "$started" "$(now)")
+    [ "$rc" -ne 0 ] || fail "mpirun exited 0 with rank 1 never joining"
+    grep -q "rank 0 waited more than comm_timeout = $timeout_s s for rank 1 in the join" run.err ||
+        fail "no timeout error naming rank 1 in the join"
+    awk -v t="$took" -v c="$timeout_s" 'BEGIN { exit !(t <= c + 30) }' || fail "took ${took} s in all"
+    echo "rank 1 never joined: mpirun exited $rc after ${took} s in all: $(grep -m1 'waited more' run.err)"
+    ;;
+bad)
+    write_config 2
+    sed 's/^devices = cpu$/devices = cpu:2/' net.ini > cpu2.ini
+    "${launcher[@]}" -np 2 "$cli" train --config cpu2.ini -q > run.out 2> run.err && fail "cpu:2 in each of 2 processes ran"
+    line=$(grep -n '^devices' cpu2.ini | cut -d: -f1)
+    grep -q "cpu2.ini:$line: devices = cpu:2 in one of 2 processes" run.err || fail "cpu:2 is not refused at its line"
+    sed 's/^batch = 64$/batch = 63/' net.ini > odd.ini
+    "${launcher[@]}" -np 2 "$cli" train --config odd.ini -q > run.out 2> run.err && fail "batch 63 over 2 processes ran"
+    grep -q "batch = 63 does not split evenly over 2 processes" run.err || fail "batch 63 is not refused"
+    echo "refused devices = cpu:2 and batch = 63 in 2 processes, naming their lines"
+    ;;
+no_mpi)
+    write_config 2
+    if [ -n "$mpiexec" ]; then
+        "${launcher[@]}" -np 2 "$cli" train --config net.ini --checkpoint ck -q > run.out 2> run.err
+        rc=$?
+    else # what mpirun tells its processes
+        OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 "$cli" train --config net.ini --checkpoint ck -q > run.out 2> run.err
+        rc=$?
+    fi
+    [ "$rc" -ne 0 ] || fail "a build without MPI trained as one of 2 processes"
+    grep -q "built without MPI" run.err || fail "the refusal does not say the build has no MPI"
+    [ -e ck ] && fail "a refused run saved checkpoints"
+    echo "refused (exit $rc): $(grep -m1 'without MPI' run.err)"
+    ;;
+*)
+    echo "unknown case $case"; exit 2 ;;
+esac
+exit 0
