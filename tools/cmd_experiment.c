@@ -288,11 +288,17 @@ int cmd_experiment(const cli_options *opt)
     cli_options o = *opt;
     if (o.steps == 0 && o.seconds <= 0)
         o.seconds = 10;
-    /* the config and the overrides, before the folder and any training */
+    /* the config and the overrides, checked (data loaded, network built at rung 0's settings)
+     * before the folder is made and anything trains */
     ct_net *net = NULL;
     int rc = cli_open(&o, &net);
     if (rc != CLI_OK)
         return rc;
+    ct_status st = xp_apply_rung(net, 0, "cpu");
+    if (st == CT_OK)
+        st = ct_prepare(net);
+    if (st != CT_OK)
+        return cli_fail(net, st);
     ct_close(net);
     const char *dir = o.out ? o.out : ".";
     if (!check_out(dir))
