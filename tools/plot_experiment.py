@@ -69,10 +69,11 @@ def main(argv):
 
     handles = [bars] + util.get_legend_handles_labels()[0]
     names = ["images/s (bars)"] + util.get_legend_handles_labels()[1]
-    util.legend(handles, names, loc="upper left", fontsize=8, framealpha=0.9)
+    # below the axes: the utilization lines often run along the top
+    fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=8, frameon=False)
     device = report.get("device") or ""
     ax.set_title(f"cutrain experiment: {report.get('config', '')}\n{device}"[:160], fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(args[1])
     if "--quiet" not in argv:
         print(f"wrote {args[1]}")
