@@ -1,10 +1,10 @@
 /* cutrain experiment: the same network through the ladder of experiment_rungs.c. Each rung runs
- * on two handles: a short calibration (a few steps, and batch = auto's search) that tells the
- * batch and the time a step takes, then a fresh handle whose epochs are cut to a chunk of steps
- * by train_limit, so that every timed epoch ends with the library's own epoch figures (monitor,
- * time split, verdict). The first epoch is the warm-up and is not counted. With --steps N the
- * epochs are N steps (more when the data holds fewer); with --seconds S a quarter of S each, as
- * the calibration's time per step tells, until S seconds are timed. */
+ * on two handles: a calibration (batch = auto's search; with --seconds, up to 20 steps) that
+ * tells the batch and the time a step takes, then a fresh handle whose epochs are cut to a chunk
+ * of steps by train_limit, so that every timed epoch ends with the library's own epoch figures
+ * (monitor, time split, verdict). The first epoch is the warm-up and is not counted. With
+ * --steps N the timed epoch is N steps (several when the data holds fewer); with --seconds S
+ * each is a quarter of S, as the calibration's time per step tells, until S seconds are timed. */
 #define _DEFAULT_SOURCE
 #include <errno.h>
 #include <math.h>
@@ -15,19 +15,35 @@
 
 #include "experiment.h"
 
-enum { CALIBRATION_STEPS = 10, CHUNKS = 4 };
+/* The calibration times the steps after the first CALIBRATION_FROM, which carry the one-off
+ * costs (cuDNN's algorithm search, the graph capture) that would make the timed epochs too short
+ * for the monitor's samples; it stops after CALIBRATION_TO steps or a quarter of the rung's time. */
+enum { CALIBRATION_FROM = 3, CALIBRATION_TO = 20, CHUNKS = 4 };
 
 typedef struct calibration {
-    long steps;
-    double seconds;
+    double budget;           /* seconds */
+    long from_step, steps;
+    double from_seconds, seconds;
 } calibration;
 
 static int calibration_step(const ct_progress *p, void *user)
 {
     calibration *c = user;
+    if (p->step_in_epoch <= CALIBRATION_FROM) {
+        c->from_step = p->step_in_epoch;
+        c->from_seconds = p->seconds;
+    }
     c->steps = p->step_in_epoch;
     c->seconds = p->seconds;
-    return 1;
+    return p->step_in_epoch >= CALIBRATION_TO || p->seconds >= c->budget;
+}
+
+/* Seconds a step takes once warm, as well as the calibration tells. */
+static double calibrated_step(const calibration *c)
+{
+    if (c->steps > c->from_step && c->seconds > c->from_seconds)
+        return (c->seconds - c->from_seconds) / (double)(c->steps - c->from_step);
+    return c->steps > 0 && c->seconds > 0 ? c->seconds / (double)c->steps : 0.01;
 }
 
 /* Figures summed over the timed epochs, weighted by each epoch's train-loop seconds. */
@@ -177,9 +193,11 @@ static int run_rung(ladder *l, xp_rung *r)
         ct_close(net);
         return CLI_OK;
     }
-    calibration cal = {0};
-    ct_callbacks cb = {.on_step = calibration_step, .step_every = CALIBRATION_STEPS, .user = &cal};
-    st = ct_fit(net, &cb);
+    /* --steps N needs only the batch; --seconds S the time a step takes */
+    calibration cal = {.budget = opt->seconds / CHUNKS};
+    ct_callbacks cb = {.on_step = calibration_step, .step_every = 1, .user = &cal};
+    if (opt->steps == 0)
+        st = ct_fit(net, &cb);
     if (st != CT_OK && st != CT_ERR_STOPPED)
         return rung_failed(r, net, st);
     int batch = ct_batch_size(net);
@@ -192,7 +210,7 @@ static int run_rung(ladder *l, xp_rung *r)
     ct_close(net);
 
     /* the timed handle: epochs of `chunk` steps, the first of them the warm-up */
-    double per_step = cal.steps > 0 ? cal.seconds / (double)cal.steps : 0.01;
+    double per_step = calibrated_step(&cal);
     long chunk, epochs;
     if (opt->steps > 0) {
         /* one timed epoch of N steps: each epoch's start costs something (workers, the monitor) */
