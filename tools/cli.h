@@ -24,7 +24,9 @@ typedef struct cli_options {
     const char *weights;         /* eval, predict: checkpoint to load */
     const char *images;          /* predict: IDX images */
     const char *out;             /* predict: CSV path ("-" or absent: stdout) */
-    long steps;                  /* bench: timed steps (0: default) */
+    long steps;                  /* bench, experiment: timed steps (0: default) */
+    double seconds;              /* experiment: timed seconds per rung (0: default) */
+    const char *rungs;           /* experiment: which rungs ("0-3", "0,2"; NULL: all) */
     long warmup;                 /* bench: untimed steps (-1: default) */
     const char *batch;           /* --batch B: train.batch */
     const char *precision;       /* --precision P: train.precision */
@@ -48,6 +50,7 @@ int cmd_summary(const cli_options *opt);
 int cmd_predict(const cli_options *opt);
 int cmd_bench(const cli_options *opt);
 int cmd_doctor(const cli_options *opt);
+int cmd_experiment(const cli_options *opt);
 
 /* Checkpoint folders (checkpoint_dir.c): DIR/ckpt-<step>.ckpt, the last `keep` kept, and
  * DIR/best.ckpt for the best test accuracy. */

@@ -1,5 +1,5 @@
 /* cutrain: the command line. `cutrain --config F` trains; subcommands eval, summary, predict,
- * bench and doctor. */
+ * bench, doctor and experiment. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +15,7 @@ static void usage(FILE *out)
             "       cutrain bench --config FILE [--steps N] [--batch B] [--precision P]\n"
             "                     [--warmup N] [--input-only] [--trace FILE]\n"
             "       cutrain doctor\n"
+            "       cutrain experiment --config FILE [--out DIR] [--steps N | --seconds S] [--rungs LIST]\n"
             "\n"
             "commands:\n"
             "  train      train the network the config describes (the default)\n"
@@ -24,6 +25,9 @@ static void usage(FILE *out)
             "  predict    class and probability for each image of an IDX file, as CSV\n"
             "  bench      training images/s and ms per step after warm-up, as one JSON line\n"
             "  doctor     driver and library versions, and a health check of every visible GPU\n"
+            "  experiment the network through a ladder of speed techniques, one rung each (naive, +\n"
+            "             prefetch, + big batch, + fp16, + CUDA graph, + GPU augment, + all GPUs): images/s,\n"
+            "             GPU and CPU use and the verdict per rung, in DIR/experiment.csv, .json, .md, .png\n"
             "\n"
             "options:\n"
             "  -c, --config FILE         the network and training config (.ini)\n"
@@ -38,7 +42,10 @@ static void usage(FILE *out)
             "      --weights FILE        eval, predict: load this checkpoint first\n"
             "      --images IDX          predict: the images (IDX, raw or .gz)\n"
             "      --out CSV             predict: write here instead of standard output\n"
-            "      --steps N             bench: timed steps (default 100)\n"
+            "      --out DIR             experiment: the folder for its files (default .)\n"
+            "      --steps N             bench: timed steps (default 100); experiment: per rung\n"
+            "      --seconds S           experiment: timed seconds per rung (default 10)\n"
+            "      --rungs LIST          experiment: rungs to run, e.g. 0-3 or 0,2,5 (default all)\n"
             "      --warmup N            bench: untimed steps first (default 20)\n"
             "      --input-only          bench: the input pipeline alone (batches/s, no model)\n"
             "      --trace FILE          bench: then trace one more step (each layer's backward and\n"
@@ -81,11 +88,18 @@ static int is_option(const char *arg, const char *shortname, const char *longnam
 static int check_combination(const cli_options *opt)
 {
     int train = strcmp(opt->command, "train") == 0, predict = strcmp(opt->command, "predict") == 0;
+    int experiment = strcmp(opt->command, "experiment") == 0, bench = strcmp(opt->command, "bench") == 0;
     const char *misplaced = NULL;
-    if (strcmp(opt->command, "bench") != 0 && (opt->steps || opt->warmup >= 0 || opt->input_only || opt->trace))
-        misplaced = opt->steps ? "--steps" : opt->input_only ? "--input-only" : opt->trace ? "--trace" : "--warmup";
+    if (!bench && (opt->warmup >= 0 || opt->input_only || opt->trace || (opt->steps && !experiment)))
+        misplaced = opt->steps && !experiment ? "--steps" : opt->input_only ? "--input-only"
+                    : opt->trace ? "--trace" : "--warmup";
     else if (opt->input_only && opt->trace)
         misplaced = "--trace (it traces a training step, not the input pipeline)";
+    else if (!experiment && (opt->seconds > 0 || opt->rungs))
+        misplaced = opt->rungs ? "--rungs" : "--seconds";
+    else if (experiment && (opt->devices || opt->batch || opt->precision))
+        misplaced = opt->devices ? "--devices (the rungs choose the devices)"
+                    : opt->batch ? "--batch (the rungs choose the batch)" : "--precision (the rungs choose it)";
     else if (!train && opt->checkpoint_dir)
         misplaced = "--checkpoint";
     else if (!train && opt->resume)
@@ -100,10 +114,14 @@ static int check_combination(const cli_options *opt)
         misplaced = "--json";
     else if (opt->bus_gbps > 0 && strcmp(opt->command, "summary") != 0)
         misplaced = "--bus-gbps";
-    else if (!predict && (opt->images || opt->out))
+    else if ((!predict && opt->images) || (!predict && !experiment && opt->out))
         misplaced = opt->images ? "--images" : "--out";
     if (misplaced) {
         fprintf(stderr, "cutrain: %s does not apply to '%s'\n", misplaced, opt->command);
+        return CLI_USAGE;
+    }
+    if (experiment && opt->steps && opt->seconds > 0) {
+        fprintf(stderr, "cutrain: experiment takes --steps N or --seconds S, not both\n");
         return CLI_USAGE;
     }
     if (predict && (!opt->weights || !opt->images)) {
@@ -134,9 +152,10 @@ static int parse_args(int argc, char **argv, cli_options *opt)
         opt->command = argv[1];
         i = 2;
         if (strcmp(opt->command, "train") && strcmp(opt->command, "eval") && strcmp(opt->command, "summary") &&
-            strcmp(opt->command, "predict") && strcmp(opt->command, "bench") && strcmp(opt->command, "doctor")) {
+            strcmp(opt->command, "predict") && strcmp(opt->command, "bench") && strcmp(opt->command, "doctor") &&
+            strcmp(opt->command, "experiment")) {
             fprintf(stderr, "cutrain: unknown command '%s' (commands: train, eval, summary, predict, bench, "
-                    "doctor)\n", opt->command);
+                    "doctor, experiment)\n", opt->command);
             return CLI_USAGE;
         }
     }
@@ -191,6 +210,18 @@ static int parse_args(int argc, char **argv, cli_options *opt)
                 return CLI_USAGE;
         } else if (is_option(arg, NULL, "--steps")) {
             if (!(value = option_value(argc, argv, &i)) || (opt->steps = parse_count("--steps", value, 1)) < 0)
+                return CLI_USAGE;
+        } else if (is_option(arg, NULL, "--seconds")) {
+            char *end = NULL;
+            if (!(value = option_value(argc, argv, &i)))
+                return CLI_USAGE;
+            opt->seconds = strtod(value, &end);
+            if (!*value || *end || !(opt->seconds > 0) || opt->seconds > 86400) {
+                fprintf(stderr, "cutrain: --seconds needs a positive number of seconds, not '%s'\n", value);
+                return CLI_USAGE;
+            }
+        } else if (is_option(arg, NULL, "--rungs")) {
+            if (!(opt->rungs = option_value(argc, argv, &i)))
                 return CLI_USAGE;
         } else if (is_option(arg, NULL, "--warmup")) {
             if (!(value = option_value(argc, argv, &i)) || (opt->warmup = parse_count("--warmup", value, 0)) < 0)
@@ -265,6 +296,8 @@ int main(int argc, char **argv)
         rc = cmd_bench(&opt);
     else if (strcmp(opt.command, "doctor") == 0)
         rc = cmd_doctor(&opt);
+    else if (strcmp(opt.command, "experiment") == 0)
+        rc = cmd_experiment(&opt);
     else
         rc = cmd_train(&opt);
     /* a failed process ends the others: a stopped or waiting peer would not end by itself */

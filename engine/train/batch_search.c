@@ -150,7 +150,13 @@ static ct_status try_batch(ct_net *net, ct_replica *r, int batch, int timed, dou
     ct_status st = ct_replica_bind(r, &net->cfg, net->graph.input, net->graph.classes, batch, t->seed, limit, err);
     if (st != CT_OK)
         return st;
-    st = stage(net, r, batch, err);
+    /* fp16 steps unscale their gradients: a fresh binding needs the scaler the run starts with */
+    if (t->precision == CT_PREC_FP16) {
+        ct_scaler s = ct_train_scaler_start(t);
+        st = r->be->ops->scaler_set(r->be, &s, err);
+    }
+    if (st == CT_OK)
+        st = stage(net, r, batch, err);
     if (st == CT_OK)
         st = run_steps(net, batch, WARMUP_STEPS, err);
     for (int round = 0; round < 2 && st == CT_OK; round++) {
