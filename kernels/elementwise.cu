@@ -281,10 +281,12 @@ template <typename T> struct DropoutForward {
     unsigned char *mask;
     const ct_device_step *step;
     unsigned long long stream_id;
+    long per_sample;     // elements per sample: a replica's element i draws as the global batch's
     float rate, scale;
     template <typename I> __device__ void operator()(I i) const
     {
-        const bool keep = ct_uniform(step->dropout_seed, stream_id, (uint64_t)i) >= rate;
+        const uint64_t global = step->first_sample * (uint64_t)per_sample + (uint64_t)i;
+        const bool keep = ct_uniform(step->dropout_seed, stream_id, global) >= rate;
         mask[i] = keep;
         y[i] = narrow<T>(keep ? __fmul_rn(widen(x[i]), scale) : 0.0f);
     }
@@ -599,8 +601,8 @@ extern "C" int ct_launch_column_sums_tall(const float *dy, float *db, long rows,
 
 // x, y: (n) dtype; mask: (n); step: device memory
 extern "C" int ct_launch_dropout_forward_dt(const void *x, void *y, unsigned char *mask, long n, float rate,
-                                            const ct_device_step *step, unsigned long long stream_id, int dtype,
-                                            void *stream)
+                                            const ct_device_step *step, unsigned long long stream_id,
+                                            long per_sample, int dtype, void *stream)
 {
     if (!ct_half::valid(dtype) || n < 0 || !(rate >= 0.0f && rate <= 1.0f))  // NaN fails too
         return (int)cudaErrorInvalidValue;
@@ -611,7 +613,8 @@ extern "C" int ct_launch_dropout_forward_dt(const void *x, void *y, unsigned cha
     return ct_half::with(dtype, [&](auto tag) {
         using T = CT_TYPE_OF(tag);
         return launch_map(n, (cudaStream_t)stream,
-                          DropoutForward<T>{(const T *)x, (T *)y, mask, step, stream_id, rate, keep_scale(rate)});
+                          DropoutForward<T>{(const T *)x, (T *)y, mask, step, stream_id, per_sample, rate,
+                                                            keep_scale(rate)});
     });
 }
 
@@ -619,7 +622,7 @@ extern "C" int ct_launch_dropout_forward_dt(const void *x, void *y, unsigned cha
 extern "C" int ct_launch_dropout_forward(const float *x, float *y, unsigned char *mask, long n, float rate,
                                          const ct_device_step *step, unsigned long long stream_id, void *stream)
 {
-    return ct_launch_dropout_forward_dt(x, y, mask, n, rate, step, stream_id, CT_DTYPE_F32, stream);
+    return ct_launch_dropout_forward_dt(x, y, mask, n, rate, step, stream_id, 0, CT_DTYPE_F32, stream);
 }
 
 // dy, dx: (n) dtype; mask: (n)

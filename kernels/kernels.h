@@ -51,6 +51,7 @@ typedef struct ct_device_step {
     float bias1, bias2;             /* Adam's bias corrections 1 - beta1^t, 1 - beta2^t */
     float reserved;
     unsigned long long dropout_seed;
+    unsigned long long first_sample; /* the global batch's index of the replica's first sample */
 } ct_device_step;
 
 /* ---- elementwise (kernels/elementwise.cu) ---- */
@@ -132,9 +133,12 @@ int ct_launch_dropout_forward(const float *x, float *y, unsigned char *mask, lon
 int ct_launch_dropout_backward(const float *dy, const unsigned char *mask, float *dx, long n, float rate,
                                int accumulate, void *stream);
 /* The same two with x, y, dy, dx: (n) dtype; the masks are the fp32 launchers' bit for bit (they
- * depend on the seed and the index only). */
+ * depend on the seed and the index only). With per_sample (elements per sample) > 0, element i
+ * draws as element step->first_sample * per_sample + i: a replica's slice takes the masks of its
+ * samples' places in the global batch, as the CPU backend's do. */
 int ct_launch_dropout_forward_dt(const void *x, void *y, unsigned char *mask, long n, float rate,
-                                 const ct_device_step *step, unsigned long long stream_id, int dtype, void *stream);
+                                 const ct_device_step *step, unsigned long long stream_id, long per_sample, int dtype,
+                                 void *stream);
 int ct_launch_dropout_backward_dt(const void *dy, const unsigned char *mask, void *dx, long n, float rate,
                                   int accumulate, int dtype, void *stream);
 

@@ -529,7 +529,7 @@ static void test_dropout(cudaStream_t s)
         unsigned char *dmask = dev_alloc((size_t)n);
         char what[96];
         snprintf(what, sizeof what, "dropout_forward %s", dt_name(dt));
-        sync_launch(what, ct_launch_dropout_forward_dt(dxv, dy, dmask, n, rate, g_step, stream_id, dt, s), s);
+        sync_launch(what, ct_launch_dropout_forward_dt(dxv, dy, dmask, n, rate, g_step, stream_id, 0, dt, s), s);
         void *got = host_copy(dy, n, dt, s);
         unsigned char *mask = xmalloc((size_t)n);
         d2h(mask, dmask, (size_t)n, s);

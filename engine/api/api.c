@@ -430,6 +430,51 @@ static int threads_per_replica(const ct_net *net)
     return each > 0 ? each : 1;
 }
 
+#ifdef CUTRAIN_HAVE_CUDA
+/* Under mpirun / srun with GPUs: each process trains on one GPU, the listed GPU at its rank on
+ * its machine (devices = all: every visible GPU is listed), as one process per GPU is launched.
+ * choose_backend opened the first listed; another is opened in its place. */
+static ct_status take_local_gpu(ct_net *net, int size, ct_device **dev, ct_backend **be)
+{
+    int rank = 0, world = 0, local = 0;
+    ct_world_launcher(&rank, &world, &local);
+    if (local >= net->n_gpus)
+        return ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, net->cfg.train.devices_line,
+                          "devices = %s in one of %d processes (mpirun, srun): rank %d is process %d on its machine, "
+                          "but devices lists %d GPU%s there; launch one process per GPU", net->cfg.train.devices,
+                          size, rank, local, net->n_gpus, net->n_gpus == 1 ? "" : "s");
+    if (local == 0)
+        return CT_OK;
+    close_pair(*dev, *be);
+    *dev = NULL;
+    *be = NULL;
+    ct_status st = open_cuda_one(net, net->gpu_ordinals[local], dev, be);
+    if (st == CT_OK)
+        snprintf(net->backend_reason, sizeof net->backend_reason, "devices = %s: CUDA device %d, graph %s",
+                 net->cfg.train.devices, net->gpu_ordinals[local], (*be)->graphs ? "on" : "off");
+    return st;
+}
+#endif
+
+/* GPU processes reduce with NCCL: rank 0 makes NCCL's unique id and sends it to the others over
+ * MPI (within comm_timeout), then every process creates its rank of the communicator. */
+static ct_status open_process_nccl(ct_net *net, int rank, int size)
+{
+#ifdef CUTRAIN_HAVE_CUDA
+    unsigned char id[CT_NCCL_ID_BYTES] = {0};
+    ct_status st = rank == 0 ? ct_comm_nccl_unique_id(id, &net->err) : CT_OK;
+    if (st == CT_OK)
+        st = ct_world_broadcast(net->world, id, sizeof id, 0, "NCCL's unique id", &net->err);
+    if (st == CT_OK)
+        st = ct_comm_nccl_create_rank(&net->comm, size, rank, id, net->replicas[0].be, net->cfg.train.comm_timeout,
+                                      &net->err);
+    return st;
+#else
+    (void)rank; (void)size;
+    return ct_fail(&net->err, CT_ERR_INTERNAL, "GPU processes in a build without CUDA");
+#endif
+}
+
 /* Under mpirun / srun: what one process of several can train, refused before any data loads.
  * Each process is one replica; batch stays the global batch. */
 static ct_status check_process_config(ct_net *net, int size)
@@ -465,11 +510,11 @@ static ct_status open_process_replica(ct_net *net)
     ct_device *dev = NULL;
     ct_backend *be = NULL;
     ct_status st = choose_backend(net, &dev, &be);
-    if (st == CT_OK && !dev->host_memory)
-        st = ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, t->devices_line,
-                        "devices = %s in one of %d processes (mpirun, srun): several processes with GPUs are not "
-                        "built yet (NCCL across processes is to come); use devices = cpu, or one process with "
-                        "devices = 0,1,...", t->devices, size);
+    int on_gpu = st == CT_OK && !dev->host_memory;
+#ifdef CUTRAIN_HAVE_CUDA
+    if (on_gpu)
+        st = take_local_gpu(net, size, &dev, &be);
+#endif
     net->replicas = st == CT_OK ? calloc(1, sizeof *net->replicas) : NULL;
     if (st == CT_OK && !net->replicas)
         st = ct_fail(&net->err, CT_ERR_NOMEM, "out of memory for replicas");
@@ -482,7 +527,7 @@ static ct_status open_process_replica(ct_net *net)
     net->replicas[0] = (ct_replica){.rank = rank, .dev = dev, .be = be};
     st = dev->ops->activate(dev, &net->err);
     if (st == CT_OK)
-        st = ct_comm_mpi_create(&net->comm, net->world, &net->err);
+        st = on_gpu ? open_process_nccl(net, rank, size) : ct_comm_mpi_create(&net->comm, net->world, &net->err);
     if (st == CT_OK)
         st = ct_batch_resolve(net, &net->batch);
     if (st == CT_OK) {
@@ -499,9 +544,16 @@ static ct_status open_process_replica(ct_net *net)
     if (st == CT_OK) {
         ct_train_apply_threads(net);
         int threads = omp_get_max_threads();
-        snprintf(net->backend_reason, sizeof net->backend_reason,
-                 "devices = %s: rank %d of %d processes, one CPU replica each, %d thread%s, global batch %d (%d per "
-                 "replica)", t->devices, rank, size, threads, threads == 1 ? "" : "s", net->batch, net->batch / size);
+        size_t used = on_gpu ? strlen(net->backend_reason) : 0;
+        if (on_gpu)
+            snprintf(net->backend_reason + used, sizeof net->backend_reason - used,
+                     "; rank %d of %d processes, one GPU each (NCCL), global batch %d (%d per replica)", rank, size,
+                     net->batch, net->batch / size);
+        else
+            snprintf(net->backend_reason, sizeof net->backend_reason,
+                     "devices = %s: rank %d of %d processes, one CPU replica each, %d thread%s, global batch %d (%d "
+                     "per replica)", t->devices, rank, size, threads, threads == 1 ? "" : "s", net->batch,
+                     net->batch / size);
         st = ct_train_broadcast_state(net, &net->err);
     }
     return st;

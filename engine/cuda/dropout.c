@@ -25,8 +25,8 @@ static ct_status dropout_forward(ct_backend *be, ct_layer *l, int n, int trainin
     if (st != CT_OK)
         return st;
     CT_CUDA_CHECK(ct_launch_dropout_forward_dt(x, l->y->data, (unsigned char *)l->aux->data, ct_cuda_out_count(l, n),
-                                               l->cfg->rate, cu->step, (unsigned long long)l->index, (int)l->dtype,
-                                               cu->compute), err);
+                                               l->cfg->rate, cu->step, (unsigned long long)l->index,
+                                               (long)ct_cuda_out_count(l, 1), (int)l->dtype, cu->compute), err);
     return CT_OK;
 }
 
