@@ -362,32 +362,19 @@ static void close_pair(ct_device *dev, ct_backend *be)
         dev->ops->destroy(dev);
 }
 
-/* Replicas 1 .. n-1 of devices = cpu:N, each a CPU device and backend of its own. */
-static ct_status open_more_cpu_replicas(ct_net *net, int n)
+/* Replicas 1 .. n-1, each a device and backend of its own: the CPU's for devices = cpu:N, the
+ * listed GPUs' otherwise. */
+static ct_status open_more_replicas(ct_net *net, int n, int on_gpu)
 {
     for (int i = 1; i < n; i++) {
         ct_device *dev = NULL;
         ct_backend *be = NULL;
-        ct_status st = open_cpu(net, &dev, &be);
-        if (st != CT_OK) {
-            close_pair(dev, be);
-            return st;
-        }
-        dev->fault = net->alloc_fault;
-        net->replicas[i] = (ct_replica){.rank = i, .dev = dev, .be = be};
-        net->n_replicas = i + 1;
-    }
-    return CT_OK;
-}
-
 #ifdef CUTRAIN_HAVE_CUDA
-/* Replicas 1 .. n-1 over the GPUs of devices, each a CUDA device and backend of its own. */
-static ct_status open_more_gpu_replicas(ct_net *net, int n)
-{
-    for (int i = 1; i < n; i++) {
-        ct_device *dev = NULL;
-        ct_backend *be = NULL;
-        ct_status st = open_cuda_one(net, net->gpu_ordinals[i], &dev, &be);
+        ct_status st = on_gpu ? open_cuda_one(net, net->gpu_ordinals[i], &dev, &be) : open_cpu(net, &dev, &be);
+#else
+        (void)on_gpu;
+        ct_status st = open_cpu(net, &dev, &be);
+#endif
         if (st != CT_OK) {
             close_pair(dev, be);
             return st;
@@ -399,7 +386,6 @@ static ct_status open_more_gpu_replicas(ct_net *net, int n)
     /* replica 0's device stays current on this thread, which resolves, binds and evaluates on it */
     return net->replicas[0].dev->ops->activate(net->replicas[0].dev, &net->err);
 }
-#endif
 
 /* The communicator of n replicas on replica 0's kind of device: NCCL over GPUs when there are
  * several or comm = nccl asks for it, shared memory over CPU replicas, else none. */
@@ -596,11 +582,7 @@ static ct_status open_replicas(ct_net *net)
     /* several replicas take a fixed batch: only one replica's batch search runs steps, with its
      * communicator (comm = nccl's one rank included) */
     if (st == CT_OK && n > 1)
-#ifdef CUTRAIN_HAVE_CUDA
-        st = on_gpu ? open_more_gpu_replicas(net, n) : open_more_cpu_replicas(net, n);
-#else
-        st = open_more_cpu_replicas(net, n);
-#endif
+        st = open_more_replicas(net, n, on_gpu);
     if (st == CT_OK)
         st = open_comm(net, n);
     if (st == CT_OK)

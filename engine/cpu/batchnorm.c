@@ -58,6 +58,27 @@ static void scale_shift_block(const float *x, float *y, int rows, int c, int j0,
 
 static int block_len(int c, int j0) { return c - j0 < BLOCK ? c - j0 : BLOCK; }
 
+/* Training forward's end for channels [j0, j0 + nj), given the batch's mean and biased variance
+ * (nj each): saves mean and invstd for backward, moves the running statistics (the variance
+ * unbiased by `unbias`) and normalises. x, y: (rows, c); the rest: (c) */
+static void normalise_block(const float *x, float *y, int rows, int c, int j0, int nj, const double *mean,
+                            const double *var, const float *gamma, const float *beta, float *save_mean,
+                            float *save_invstd, float *run_mean, float *run_var, double unbias, float momentum,
+                            float eps)
+{
+    float scale[BLOCK], shift[BLOCK];
+    for (int j = 0; j < nj; j++) {
+        double invstd = 1.0 / sqrt(var[j] + eps);
+        save_mean[j0 + j] = (float)mean[j];
+        save_invstd[j0 + j] = (float)invstd;
+        run_mean[j0 + j] = (float)((1.0 - momentum) * run_mean[j0 + j] + momentum * mean[j]);
+        run_var[j0 + j] = (float)((1.0 - momentum) * run_var[j0 + j] + momentum * var[j] * unbias);
+        scale[j] = (float)(gamma[j0 + j] * invstd);
+        shift[j] = (float)(beta[j0 + j] - mean[j] * gamma[j0 + j] * invstd);
+    }
+    scale_shift_block(x, y, rows, c, j0, nj, scale, shift);
+}
+
 // x, y: (rows, c); gamma, beta, save_mean, save_invstd, run_mean, run_var: (c)
 void ct_cpu_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
                                     float *save_mean, float *save_invstd, float *run_mean,
@@ -71,20 +92,15 @@ void ct_cpu_batchnorm_forward_train(const float *x, const float *gamma, const fl
         /* centring on the first row keeps the one-pass variance from cancelling when the
          * mean is large relative to the spread */
         centered_sums_block(x, x, x, x, rows, c, j0, nj, sum, sumsq);
-        float scale[BLOCK], shift[BLOCK];
+        double mean[BLOCK], var[BLOCK];
         for (int j = 0; j < nj; j++) {
-            double d = sum[j] / rows, var = sumsq[j] / rows - d * d;
-            double mean = x[j0 + j] + d;
-            if (var < 0.0) var = 0.0;
-            double invstd = 1.0 / sqrt(var + eps);
-            save_mean[j0 + j] = (float)mean;
-            save_invstd[j0 + j] = (float)invstd;
-            run_mean[j0 + j] = (float)((1.0 - momentum) * run_mean[j0 + j] + momentum * mean);
-            run_var[j0 + j] = (float)((1.0 - momentum) * run_var[j0 + j] + momentum * var * unbias);
-            scale[j] = (float)(gamma[j0 + j] * invstd);
-            shift[j] = (float)(beta[j0 + j] - mean * gamma[j0 + j] * invstd);
+            double d = sum[j] / rows;
+            var[j] = sumsq[j] / rows - d * d;
+            mean[j] = x[j0 + j] + d;
+            if (var[j] < 0.0) var[j] = 0.0;
         }
-        scale_shift_block(x, y, rows, c, j0, nj, scale, shift);
+        normalise_block(x, y, rows, c, j0, nj, mean, var, gamma, beta, save_mean, save_invstd, run_mean, run_var,
+                        unbias, momentum, eps);
     }
 }
 
@@ -102,6 +118,20 @@ void ct_cpu_batchnorm_forward_eval(const float *x, const float *gamma, const flo
             shift[j] = (float)(beta[j0 + j] - run_mean[j0 + j] * k);
         }
         scale_shift_block(x, y, rows, c, j0, nj, scale, shift);
+    }
+}
+
+/* dx = (accumulate ? dx : 0) + k (dy - a - (x - m) b) for channels [j0, j0 + nj).
+ * x, dy, dx: (rows, c); k, a, b, m: (nj) */
+static void dx_block(const float *x, const float *dy, float *dx, int rows, int c, int j0, int nj, const float *k,
+                     const float *a, const float *b, const float *m, int accumulate)
+{
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < rows; i++) {
+        const float *xr = x + (size_t)i * c + j0, *dyr = dy + (size_t)i * c + j0;
+        float *dxr = dx + (size_t)i * c + j0;
+        for (int j = 0; j < nj; j++)
+            dxr[j] = (accumulate ? dxr[j] : 0.0f) + k[j] * (dyr[j] - a[j] - (xr[j] - m[j]) * b[j]);
     }
 }
 
@@ -129,13 +159,7 @@ void ct_cpu_batchnorm_backward(const float *x, const float *gamma, const float *
             m[j] = save_mean[j0 + j];
         }
         if (!dx) continue;
-#pragma omp parallel for schedule(static)
-        for (int i = 0; i < rows; i++) {
-            const float *xr = x + (size_t)i * c + j0, *dyr = dy + (size_t)i * c + j0;
-            float *dxr = dx + (size_t)i * c + j0;
-            for (int j = 0; j < nj; j++)
-                dxr[j] = (accumulate ? dxr[j] : 0.0f) + k[j] * (dyr[j] - a[j] - (xr[j] - m[j]) * b[j]);
-        }
+        dx_block(x, dy, dx, rows, c, j0, nj, k, a, b, m, accumulate);
     }
 }
 
@@ -170,17 +194,13 @@ static ct_status forward_train_synced(const ct_bn_sync *sync, const float *x, co
     const double unbias = rows_total > 1 ? (double)rows_total / (rows_total - 1) : 1.0;
     for (int j0 = 0; j0 < c; j0 += BLOCK) {
         int nj = block_len(c, j0);
-        float scale[BLOCK], shift[BLOCK];
+        double mean[BLOCK], v[BLOCK];
         for (int j = 0; j < nj; j++) {
-            double mean = save_mean[j0 + j], v = var[j0 + j];
-            double invstd = 1.0 / sqrt(v + eps);
-            save_invstd[j0 + j] = (float)invstd;
-            run_mean[j0 + j] = (float)((1.0 - momentum) * run_mean[j0 + j] + momentum * mean);
-            run_var[j0 + j] = (float)((1.0 - momentum) * run_var[j0 + j] + momentum * v * unbias);
-            scale[j] = (float)(gamma[j0 + j] * invstd);
-            shift[j] = (float)(beta[j0 + j] - mean * gamma[j0 + j] * invstd);
+            mean[j] = save_mean[j0 + j];
+            v[j] = var[j0 + j];
         }
-        scale_shift_block(x, y, rows, c, j0, nj, scale, shift);
+        normalise_block(x, y, rows, c, j0, nj, mean, v, gamma, beta, save_mean, save_invstd, run_mean, run_var,
+                        unbias, momentum, eps);
     }
     return CT_OK;
 }
@@ -219,13 +239,7 @@ static ct_status backward_synced(const ct_bn_sync *sync, const float *x, const f
             b[j] = (float)((double)sums[c + j0 + j] * invstd * invstd / rows);
             m[j] = save_mean[j0 + j];
         }
-#pragma omp parallel for schedule(static)
-        for (int i = 0; i < rows; i++) {
-            const float *xr = x + (size_t)i * c + j0, *dyr = dy + (size_t)i * c + j0;
-            float *dxr = dx + (size_t)i * c + j0;
-            for (int j = 0; j < nj; j++)
-                dxr[j] = (accumulate ? dxr[j] : 0.0f) + k[j] * (dyr[j] - a[j] - (xr[j] - m[j]) * b[j]);
-        }
+        dx_block(x, dy, dx, rows, c, j0, nj, k, a, b, m, accumulate);
     }
     return CT_OK;
 }

@@ -152,9 +152,11 @@ static ct_status cuda_download(ct_device *d, void *dst, const void *src, size_t 
     return CT_OK;
 }
 
+/* cudaMemcpyDefault: the source may be another GPU's memory (GPU replicas' benchmark batches),
+ * which unified addressing turns into a peer copy. */
 static ct_status cuda_copy(ct_device *d, void *dst, const void *src, size_t bytes, ct_err *err)
 {
-    CT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, dev_of(d)->compute), err);
+    CT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, dev_of(d)->compute), err);
     return CT_OK;
 }
 

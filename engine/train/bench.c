@@ -62,18 +62,23 @@ static ct_status run_steps(ct_net *net, ct_replica *r, const bench_data *d, long
                            size_t yb, ct_err *err)
 {
     ct_graph *g = &r->graph;
-    ct_device *dev = r->dev;
     float lr = net->cfg.train.learning_rate;
     ct_status st = CT_OK;
     for (long i = from; i < from + count && st == CT_OK; i++) {
         int k = (int)(i % BENCH_BATCHES);
-        /* CPU replicas (the only several there are) take the same slice: memory is shared */
+        /* every replica takes the same slice of replica 0's staged batches, copied by its own
+         * device, in order with its own steps (from another GPU's memory: a peer copy) */
         for (int j = 0; j < net->n_replicas && st == CT_OK; j++) {
+            ct_device *dev = net->replicas[j].dev;
             ct_graph *rg = &net->replicas[j].graph;
-            st = dev->ops->copy(dev, rg->x.data, d->x[k], xb, err);
+            st = dev->ops->activate(dev, err);
+            if (st == CT_OK)
+                st = dev->ops->copy(dev, rg->x.data, d->x[k], xb, err);
             if (st == CT_OK)
                 st = dev->ops->copy(dev, rg->labels.data, d->y[k], yb, err);
         }
+        if (st == CT_OK)
+            st = r->dev->ops->activate(r->dev, err);
         if (st == CT_OK)
             st = ct_train_step(net, g->batch * net->comm->size, lr, err);
     }
