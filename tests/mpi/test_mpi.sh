@@ -6,11 +6,14 @@
 #            naming it, non-zero, within comm_timeout plus a few seconds
 #   stalled  a process that never joins (its training data is a FIFO nobody writes) ends the other
 #            likewise
+#   killed   a process killed with SIGKILL mid-run: mpirun itself ends the other at once, naming the
+#            rank; under mpirun --enable-recovery, which leaves the survivors running, cutrain's
+#            timeout error names it within comm_timeout plus a few seconds
 #   bad      what one of several processes cannot train is refused, naming the config line
 #   no_mpi   a build without MPI refuses to run as one of several processes (skipped with MPI)
 # Usage: test_mpi.sh CASE   (environment: CT_CLI, CT_FMNIST_DIR, CT_WITH_MPI=ON|OFF, CT_MPIEXEC)
 set -uo pipefail
-case=${1:?usage: test_mpi.sh equal|stopped|stalled|bad|no_mpi}
+case=${1:?usage: test_mpi.sh equal|stopped|stalled|killed|bad|no_mpi}
 cli=${CT_CLI:?CT_CLI names the cutrain command}
 fmnist=${CT_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
 with_mpi=${CT_WITH_MPI:-OFF}
@@ -122,6 +125,40 @@ stopped)
     awk -v t="$took" -v c="$timeout_s" 'BEGIN { exit !(t >= c - 0.5 && t <= c + 10) }' ||
         fail "ended ${took} s after the stop; comm_timeout is $timeout_s s"
     echo "stopped rank 1: mpirun exited $rc ${took} s after SIGSTOP (comm_timeout = $timeout_s s): $(grep -m1 'waited more' run.err)"
+    ;;
+killed)
+    write_config 1000
+    # run_and_kill NAME [mpirun options]: rank 1 killed once an epoch is logged; sets rc and took
+    run_and_kill() {
+        local name=$1
+        shift
+        rm -f rank1.pid "$name.jsonl"
+        "${launcher[@]}" "$@" -np 1 "$cli" train --config net.ini --log "$name.jsonl" -q : \
+            -np 1 sh -c 'echo $$ > rank1.pid; exec "$0" train --config net.ini -q' "$cli" > "$name.out" 2> "$name.err" &
+        local launcher_pid=$!
+        for _ in $(seq 600); do
+            [ -s "$name.jsonl" ] && [ -s rank1.pid ] && break
+            kill -0 "$launcher_pid" 2>/dev/null || fail "$name: the run ended before rank 1 could be killed"
+            sleep 0.1
+        done
+        [ -s "$name.jsonl" ] || fail "$name: no epoch ended within 60 s"
+        kill -KILL "$(cat rank1.pid)"
+        local killed_at
+        killed_at=$(now)
+        wait "$launcher_pid"
+        rc=$?
+        took=$(elapsed "$killed_at" "$(now)")
+        awk -v t="$took" -v c="$timeout_s" 'BEGIN { exit !(t <= c + 10) }' ||
+            fail "$name: ended ${took} s after the kill; comm_timeout is $timeout_s s"
+    }
+    run_and_kill plain
+    [ "$rc" -ne 0 ] || fail "mpirun exited 0 with rank 1 killed"
+    grep -q "process rank 1 .*exited on signal 9" plain.err || fail "mpirun did not name rank 1"
+    plain="mpirun exited $rc ${took} s after SIGKILL, naming rank 1"
+    run_and_kill recovery --enable-recovery
+    grep -q "rank 0 waited more than comm_timeout = $timeout_s s for rank 1 in " recovery.err ||
+        fail "under --enable-recovery, no timeout error naming rank 1"
+    echo "killed rank 1: $plain; with --enable-recovery cutrain ended rank 0 ${took} s after: $(grep -m1 'waited more' recovery.err)"
     ;;
 stalled)
     write_config 2
