@@ -178,7 +178,8 @@ struct ct_backend {
                               * for ("" when nothing); added to with ct_backend_add_note */
     void *impl;              /* backend-private state */
     ct_bn_sync bn_sync;      /* set by the trainer for the steps of sync_bn = on over several
-                              * replicas; mean NULL otherwise (each replica's own statistics) */
+                              * replicas (or one NCCL rank); mean NULL otherwise (each replica's
+                              * own statistics) */
 };
 
 /* What the backend needs for network g at batch: the largest per-layer workspace and the largest

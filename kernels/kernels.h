@@ -284,6 +284,49 @@ int ct_launch_softmax_xent_scaled(const float *logits, const int *labels, float 
                                   unsigned *correct, int n, int k, float grad_scale, const ct_scaler *scaler,
                                   void *stream);
 
+/* ---- batchnorm.cu: batch norm with outside statistics (sync_bn = on, engine/cuda/batchnorm.c) ----
+ *
+ * The CPU backend's synced batch norm (engine/cpu/batchnorm.c) step by step, so that the trainer's
+ * hook can average each per-channel figure over the replicas in between. x, y, dy, dx: (rows, c)
+ * NHWC in `dtype`; every per-channel vector (c) fp32. Per-channel sums are accumulated in double,
+ * as the CPU does (the GPU's double is exact IEEE arithmetic, and these reductions are memory-bound),
+ * over chunks of rows whose partial sums go to `workspace` and are then added in chunk order: no
+ * atomics, a launch shape that depends only on (rows, c) and the workspace's size, so the same input
+ * gives the same bits every run. rows may be 0 (a replica with no samples still takes part): the
+ * per-channel results are then 0, as on the CPU, and nothing is read. */
+
+/* Workspace bytes the per-channel sums of (rows, c) use at most (8-byte aligned). A smaller
+ * workspace takes fewer, longer chunks; one with room for not even one chunk is refused. */
+size_t ct_bn_sums_workspace(long rows, int c);
+
+/* mean[j] = (float)(sum_i x[i][j] / rows), 0 when rows is 0. */
+int ct_launch_bn_mean_dt(const void *x, float *mean, long rows, int c, void *workspace, size_t workspace_bytes,
+                         int dtype, void *stream);
+/* var[j] = (float)(sum_i (x[i][j] - mean[j])^2 / rows), about the given (global) mean; 0 when rows
+ * is 0. var may not be mean. */
+int ct_launch_bn_variance_dt(const void *x, const float *mean, float *var, long rows, int c, void *workspace,
+                             size_t workspace_bytes, int dtype, void *stream);
+/* Training forward's end, given the global batch's mean (save_mean) and biased variance (held in
+ * save_invstd, replaced): invstd = 1 / sqrt(var + eps) in double, save_invstd = invstd, running
+ * mean and variance moved by momentum (the variance times `unbias`), then
+ * y = x * scale + shift with scale = gamma invstd, shift = beta - mean gamma invstd (fp32, no
+ * fused multiply-add, rounded to dtype once). coef: (2c) fp32 scratch for scale and shift. */
+int ct_launch_bn_normalise_dt(const void *x, void *y, const float *gamma, const float *beta, const float *save_mean,
+                              float *save_invstd, float *run_mean, float *run_var, float *coef, long rows, int c,
+                              double unbias, float momentum, float eps, int dtype, void *stream);
+/* Backward's per-channel sums: sums[j] = sum_i dy, sums[c + j] = sum_i dy (x - mean[j]) (sums:
+ * (2c)); dgamma[j] = sums[c + j] invstd[j] and dbeta[j] = sums[j] (each written, from the double
+ * sums; either may be NULL). */
+int ct_launch_bn_backward_sums_dt(const void *x, const void *dy, const float *mean, const float *invstd, float *sums,
+                                  float *dgamma, float *dbeta, long rows, int c, void *workspace,
+                                  size_t workspace_bytes, int dtype, void *stream);
+/* dx = (accumulate ? dx : 0) + k (dy - a - (x - mean) b) with k = gamma invstd, a = sums[j] / rows,
+ * b = sums[c + j] invstd^2 / rows (formed in double, rounded to fp32 once each: `rows` is this
+ * replica's own, sums the replicas' weighted mean). coef: (3c) fp32 scratch for k, a, b. */
+int ct_launch_bn_backward_dx_dt(const void *x, const void *dy, const float *gamma, const float *mean,
+                                const float *invstd, const float *sums, void *dx, float *coef, long rows, int c,
+                                int accumulate, int dtype, void *stream);
+
 /* ---- comm.cu: around NCCL's all-reduce (engine/cuda/comm_nccl.c) ---- */
 
 /* One thread: *total = samples when total is given, then *counter += 1 with a system-wide fence

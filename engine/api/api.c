@@ -563,13 +563,6 @@ static ct_status open_replicas(ct_net *net)
     }
     int on_gpu = !dev->host_memory;
     int n = on_gpu ? (net->n_gpus > 0 ? net->n_gpus : 1) : strcmp(t->devices, "cpu") == 0 && t->replicas > 1 ? t->replicas : 1;
-    if (on_gpu && n > 1 && t->sync_bn) {
-        close_pair(dev, be);
-        return ct_fail(&net->err, CT_ERR_CONFIG,
-                       "sync_bn = on over %d GPUs: synchronised batch norm runs on CPU replicas (devices = cpu:N) "
-                       "only so far; the GPU's batch norm is cuDNN's, which takes no outside statistics. Use "
-                       "sync_bn = off (each GPU normalises with its own slice's statistics, DDP's default)", n);
-    }
     dev->fault = net->alloc_fault;
     net->replicas = calloc((size_t)n, sizeof *net->replicas);
     if (!net->replicas) {

@@ -4,7 +4,12 @@
  * CUDNN_BATCHNORM_SPATIAL, not the faster SPATIAL_PERSISTENT, which cudnn_ops.h says "imposes some
  * limits on the range of values" and PyTorch's cuDNN batch norm notes loses accuracy with. aux
  * keeps the batch (mean[c], invstd[c]) as the CPU backend does; state keeps (running mean[c],
- * running var[c]). The tensor descriptors are made once per shape and cached. */
+ * running var[c]). The tensor descriptors are made once per shape and cached.
+ *
+ * sync_bn = on (the trainer sets be->bn_sync for a training step): cuDNN takes no outside
+ * statistics, so kernels of our own (kernels/batchnorm.cu) do the CPU backend's synced batch norm
+ * step by step, the hook averaging the per-channel figures over the replicas in between, all in
+ * stream order on the compute stream (the hook's collectives join back into it). */
 #include <string.h>
 
 #include "cuda/layer_common.h"
@@ -168,10 +173,121 @@ static ct_status batchnorm_backward(ct_backend *be, ct_layer *l, int n, ct_err *
     return l->dx[0] ? ct_cuda_grad_end(be, l, 0, n, l->dtype, dx, err) : CT_OK;
 }
 
+/* ---- sync_bn = on: the global batch's statistics through the trainer's hook ---- */
+
+static size_t round256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
+
+/* The synced path's pieces of the workspace after the staging: per-channel coefficients (3c fp32:
+ * scale, shift in forward; k, a, b in backward), the hook's sums (2c fp32) and the partial sums. */
+static size_t synced_bytes(const ct_layer *l, int n)
+{
+    int c = l->in_shape.c;
+    long rows = (long)n * l->in_shape.h * l->in_shape.w;
+    return round256(3 * (size_t)c * sizeof(float)) + round256(2 * (size_t)c * sizeof(float)) +
+           round256(ct_bn_sums_workspace(rows, c));
+}
+
+/* The scratch of the synced path from the stage: coef (3c), sums (2c), partials. */
+static ct_status synced_scratch(const ct_layer *l, long rows, ct_cuda_stage *stage, float **coef, float **sums,
+                                void **partials, size_t *partial_bytes, ct_err *err)
+{
+    int c = l->in_shape.c;
+    *partial_bytes = ct_bn_sums_workspace(rows, c);
+    ct_status st = ct_cuda_stage_take(stage, 3 * (size_t)c * sizeof(float), (void **)coef, err);
+    if (st == CT_OK)
+        st = ct_cuda_stage_take(stage, 2 * (size_t)c * sizeof(float), (void **)sums, err);
+    if (st == CT_OK && *partial_bytes)
+        st = ct_cuda_stage_take(stage, *partial_bytes, partials, err);
+    return st;
+}
+
+/* The CPU's forward_train_synced: this replica's per-channel mean through the hook (-> the global
+ * mean), then its variance about that mean through the hook (-> the global biased variance), then
+ * normalise with them; the running variance unbiased with the global batch's rows.
+ * x: (n, h, w, c) any dtype (cast to the layer's); y: (n, h, w, c) l->dtype; n may be 0 */
+static ct_status forward_synced(ct_backend *be, ct_layer *l, int n, ct_err *err)
+{
+    ct_cuda *cu = ct_cuda_of(be);
+    const ct_bn_sync *sync = &be->bn_sync;
+    const int c = l->out.c, hw = l->out.h * l->out.w;
+    const long rows = (long)n * hw;
+    if (!l->aux)
+        return ct_fail(err, CT_ERR_INTERNAL, "batch norm has no tensor for its saved statistics");
+    float *save_mean = ct_f32(l->aux), *save_invstd = save_mean + c;
+    float *run_mean = ct_f32(l->state), *run_var = run_mean + c;
+    ct_cuda_stage stage;
+    ct_cuda_stage_begin(cu, 0, &stage);
+    const void *x = NULL;
+    float *coef = NULL, *sums = NULL;
+    void *partials = NULL;
+    size_t partial_bytes = 0;
+    ct_status st = ct_cuda_input_as(be, l, 0, n, l->dtype, &stage, &x, err);
+    if (st == CT_OK)
+        st = synced_scratch(l, rows, &stage, &coef, &sums, &partials, &partial_bytes, err);
+    if (st != CT_OK)
+        return st;
+    int dt = (int)l->dtype;
+    CT_CUDA_CHECK(ct_launch_bn_mean_dt(x, save_mean, rows, c, partials, partial_bytes, dt, cu->compute), err);
+    if ((st = sync->mean(sync->ctx, save_mean, c, err)) != CT_OK)
+        return st;
+    float *var = save_invstd;  /* the variance until it becomes invstd */
+    CT_CUDA_CHECK(ct_launch_bn_variance_dt(x, save_mean, var, rows, c, partials, partial_bytes, dt, cu->compute), err);
+    if ((st = sync->mean(sync->ctx, var, c, err)) != CT_OK)
+        return st;
+    const long rows_total = (long)sync->total * hw;
+    const double unbias = rows_total > 1 ? (double)rows_total / (double)(rows_total - 1) : 1.0;
+    CT_CUDA_CHECK(ct_launch_bn_normalise_dt(x, l->y->data, ct_f32(l->w), ct_f32(l->b), save_mean, save_invstd,
+                                            run_mean, run_var, coef, rows, c, unbias, l->cfg->momentum,
+                                            l->cfg->epsilon, dt, cu->compute), err);
+    return CT_OK;
+}
+
+/* The CPU's backward_synced: this replica's sums of dy and dy (x - mean) through the hook (their
+ * weighted mean over the replicas), dgamma and dbeta from its own sums, dx from the averaged ones
+ * over its own rows (each replica's dy is its own loss's gradient, scaled by 1 / its samples).
+ * x: (n, h, w, c) any dtype (cast); dy: (n, h, w, c) l->dtype; dx: like x in its producer's dtype or
+ * NULL, written or added to (l->dx_accumulate); dgamma (dw), dbeta (db): (c) fp32, written; n may be 0 */
+static ct_status backward_synced(ct_backend *be, ct_layer *l, int n, ct_err *err)
+{
+    ct_cuda *cu = ct_cuda_of(be);
+    const ct_bn_sync *sync = &be->bn_sync;
+    const int c = l->out.c;
+    const long rows = (long)n * l->out.h * l->out.w;
+    if (!l->aux || !l->dw || !l->db)
+        return ct_fail(err, CT_ERR_INTERNAL, "batch norm backward lacks its saved statistics or parameter gradients");
+    const float *save_mean = ct_f32(l->aux), *save_invstd = save_mean + c;
+    ct_cuda_stage stage;
+    ct_cuda_stage_begin(cu, 0, &stage);
+    const void *x = NULL;
+    void *dx = NULL, *partials = NULL;
+    int accumulate = 0;
+    float *coef = NULL, *sums = NULL;
+    size_t partial_bytes = 0;
+    ct_status st = ct_cuda_input_as(be, l, 0, n, l->dtype, &stage, &x, err);
+    if (st == CT_OK)
+        st = ct_cuda_grad_begin(l, 0, n, l->dtype, &stage, &dx, &accumulate, err);
+    if (st == CT_OK)
+        st = synced_scratch(l, rows, &stage, &coef, &sums, &partials, &partial_bytes, err);
+    if (st != CT_OK)
+        return st;
+    int dt = (int)l->dtype;
+    CT_CUDA_CHECK(ct_launch_bn_backward_sums_dt(x, l->dy->data, save_mean, save_invstd, sums, ct_f32(l->dw),
+                                                ct_f32(l->db), rows, c, partials, partial_bytes, dt, cu->compute),
+                  err);
+    if ((st = sync->mean(sync->ctx, sums, 2 * c, err)) != CT_OK || !dx || rows == 0)
+        return st;
+    CT_CUDA_CHECK(ct_launch_bn_backward_dx_dt(x, l->dy->data, ct_f32(l->w), save_mean, save_invstd, sums, dx, coef,
+                                              rows, c, accumulate, dt, cu->compute), err);
+    return ct_cuda_grad_end(be, l, 0, n, l->dtype, dx, err);
+}
+
 // x -> y: (n, h, w, c) l->dtype; failures name the layer
 static ct_status batchnorm_forward_op(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
 {
     ct_status st = ct_cuda_check_layer(l, n, err);
+    /* synced, a replica with no samples still takes part in the hook's collectives */
+    if (st == CT_OK && training && be->bn_sync.mean)
+        return ct_cuda_named(l, forward_synced(be, l, n, err), err);
     return st != CT_OK || n == 0 ? st : ct_cuda_named(l, batchnorm_forward(be, l, n, training, err), err);
 }
 
@@ -180,12 +296,21 @@ static ct_status batchnorm_forward_op(ct_backend *be, ct_layer *l, int n, int tr
 static ct_status batchnorm_backward_op(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     ct_status st = ct_cuda_check_layer(l, n, err);
+    if (st == CT_OK && be->bn_sync.mean)
+        return ct_cuda_named(l, backward_synced(be, l, n, err), err);
     return st != CT_OK || n == 0 ? st : ct_cuda_named(l, batchnorm_backward(be, l, n, err), err);
+}
+
+/* The staging, and the synced path's scratch (sized whether or not a step will take it: sync_bn
+ * is the trainer's per step, the workspace the backend's at binding) */
+static size_t batchnorm_workspace(ct_backend *be, const ct_layer *l, int n)
+{
+    return ct_cuda_stage_workspace(be, l, n) + synced_bytes(l, n);
 }
 
 const ct_layer_ops ct_cuda_batchnorm_ops = {
     .forward = batchnorm_forward_op,
     .backward = batchnorm_backward_op,
-    .workspace_bytes = ct_cuda_stage_workspace,
+    .workspace_bytes = batchnorm_workspace,
 };
 const unsigned ct_cuda_batchnorm_dtypes = CT_CUDA_DTYPES_ALL;

@@ -128,13 +128,21 @@ typedef struct step_ctx {
     int total;               /* the global batch */
 } step_ctx;
 
-/* sync_bn: batch norm's per-channel figures averaged over the replicas, weighted by samples. */
+/* sync_bn: batch norm's per-channel figures averaged over the replicas, weighted by samples. A
+ * communicator that reduces on a stream of its own (NCCL) is joined at once, so that the compute
+ * stream waits for the result before batch norm reads it (the join also ends NCCL's count of the
+ * step's samples, which its next all-reduce counts again: the same total, one more 4-byte
+ * all-reduce). */
 // v: (count) fp32 in the replica's backend memory
 static ct_status bn_mean(void *p, float *v, int count, ct_err *err)
 {
     step_ctx *c = p;
+    ct_comm *comm = c->net->comm;
     ct_tensor t = ct_tensor_flat(v, CT_DTYPE_F32, (size_t)count);
-    return c->net->comm->ops->all_reduce_mean(c->net->comm, c->replica->rank, c->replica->be, &t, c->n, err);
+    ct_status st = comm->ops->all_reduce_mean(comm, c->replica->rank, c->replica->be, &t, c->n, err);
+    if (st == CT_OK && comm->ops->join)
+        st = comm->ops->join(comm, c->replica->rank, c->replica->be, err);
+    return st;
 }
 
 /* The work of one step on one replica, enqueued without reading anything back: the backend may
@@ -147,8 +155,9 @@ static ct_status step_work(void *p, ct_err *err)
     ct_graph *g = &r->graph;
     ct_backend *be = r->be;
     ct_layer *out = ct_graph_output(g);
-    /* one replica's statistics are already the global batch's */
-    int sync_bn = c->net->cfg.train.sync_bn && c->net->comm->size > 1;
+    /* one replica's statistics are already the global batch's; comm = nccl takes the synced path
+     * with one rank too, so that a one-GPU machine runs it */
+    int sync_bn = c->net->cfg.train.sync_bn && (c->net->comm->size > 1 || c->net->cfg.train.comm == CT_COMM_NCCL);
     be->bn_sync = sync_bn ? (ct_bn_sync){bn_mean, c, c->total} : (ct_bn_sync){0};
     ct_status st = ct_graph_forward(g, c->n, 1, err);
     if (st == CT_OK)
