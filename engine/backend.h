@@ -63,6 +63,8 @@ typedef struct ct_input_batch {
     const ct_augment_params *aug; /* with x_u8: crop, flip and normalisation */
     int augment;                  /* with x_u8: 1 = draw crops and flips, 0 = normalise only */
     uint64_t augment_seed;
+    long first_sample;            /* x's place in the pipeline's batch (a replica's slice): its
+                                   * samples draw their crops and flips by that place */
 } ct_input_batch;
 
 /* Forward and backward of one layer type on one backend. */

@@ -42,7 +42,7 @@ struct Plan {
 
 // batch.c's plan_for. span is 2 * crop_pad + 1 clamped to 65536: the operands are 16-bit, and
 // v % S == v % 65536 == v for every v < 65536 once S >= 65536, so the 32-bit modulo is exact.
-__device__ __forceinline__ Plan plan_for(unsigned long long seed, unsigned i, int augmenting, int crop_pad,
+__device__ __forceinline__ Plan plan_for(unsigned long long seed, unsigned long long i, int augmenting, int crop_pad,
                                          unsigned span, int flip)
 {
     Plan p = {0, 0, 0};
@@ -62,7 +62,8 @@ __device__ __forceinline__ Plan plan_for(unsigned long long seed, unsigned i, in
 // pad: the crop padding when augmenting, else 0; crop_pad, span, flip: the draw parameters.
 __global__ void __launch_bounds__(kThreads)
 augment_u8_kernel(const unsigned char *src, float *dst, unsigned n, int h, int w, int c, int pad, int crop_pad,
-                  unsigned span, int flip, int augmenting, unsigned long long seed, Normalise norm)
+                  unsigned span, int flip, int augmenting, unsigned long long seed, unsigned long long first_sample,
+                  Normalise norm)
 {
     const unsigned volume = (unsigned)h * (unsigned)w * (unsigned)c;
     const unsigned row = (unsigned)w * (unsigned)c;
@@ -71,7 +72,7 @@ augment_u8_kernel(const unsigned char *src, float *dst, unsigned n, int h, int w
     if (first >= volume)
         return;
     for (unsigned s = blockIdx.y; s < n; s += gridDim.y) {
-        const Plan p = plan_for(seed, s, augmenting, crop_pad, span, flip);
+        const Plan p = plan_for(seed, first_sample + s, augmenting, crop_pad, span, flip);
         const unsigned char *img = src + (size_t)s * volume;  // (h, w, c)
         float *out = dst + (size_t)s * volume;                // (h, w, c)
         for (unsigned e = first; e < volume; e += stride) {
@@ -109,9 +110,9 @@ long long volume4(int n, int h, int w, int c)
 // src: (n, h, w, c) uint8; dst: (n, h, w, c) fp32; scale, bias: (c) fp32 in host memory
 extern "C" int ct_launch_augment_u8(const unsigned char *src, float *dst, int n, int h, int w, int c, int crop_pad,
                                     int flip, int augmenting, const float *scale, const float *bias,
-                                    unsigned long long augment_seed, void *stream)
+                                    unsigned long long augment_seed, long first_sample, void *stream)
 {
-    if (n < 0 || h < 0 || w < 0 || c < 0 || c > kMaxChannels || crop_pad < 0)
+    if (n < 0 || h < 0 || w < 0 || c < 0 || c > kMaxChannels || crop_pad < 0 || first_sample < 0)
         return (int)cudaErrorInvalidValue;
     const long long total = volume4(n, h, w, c);
     if (total == 0)
@@ -143,6 +144,7 @@ extern "C" int ct_launch_augment_u8(const unsigned char *src, float *dst, int n,
     const dim3 grid((unsigned)bx, (unsigned)by);
     augment_u8_kernel<<<grid, kThreads, 0, (cudaStream_t)stream>>>(src, dst, (unsigned)n, h, w, c,
                                                                    augmenting ? crop_pad : 0, crop_pad, span,
-                                                                   flip != 0, augmenting, augment_seed, norm);
+                                                                   flip != 0, augmenting, augment_seed,
+                                                                   (unsigned long long)first_sample, norm);
     return (int)cudaGetLastError();
 }

@@ -251,16 +251,18 @@ int ct_launch_unscale_gradients(float *g, long n, ct_scaler *scaler, void *strea
  * The CPU batcher's crop, flip and normalisation bit for bit: dst equals what ct_make_batch
  * (data/batch.c) writes for the same samples, with crop_pad and flip those of its ct_augment,
  * scale[c] = 1 / (255 * std[c]) and bias[c] = -mean[c] / std[c] computed in float, and the same
- * augmenting and augment_seed. Sample i of the batch draws r = ct_hash3(augment_seed, i, 0); with
+ * augmenting and augment_seed. Sample i of src draws r = ct_hash3(augment_seed, first_sample + i, 0),
+ * first_sample being src's place in the batch the pipeline made (a replica's slice of the global
+ * batch draws what one replica drawing the whole batch would); with
  * span = 2 * crop_pad + 1 its window origin in the image padded by crop_pad zero pixels is
  * dy = (r & 0xffff) % span, dx = ((r >> 16) & 0xffff) % span, and the window is mirrored when
  * flip && ((r >> 32) & 1); then dst = (float)pixel * scale[c] + bias[c], rounded after the multiply
  * and after the add (no FMA), the padding read as pixel 0. augmenting = 0 (evaluation): no crop
  * and no flip, only the normalisation. Negative sizes or crop_pad, c > 4, a sample of more than
- * INT_MAX elements, or NULL pointers with work to do: cudaErrorInvalidValue. */
+ * INT_MAX elements, a negative first_sample, or NULL pointers with work to do: cudaErrorInvalidValue. */
 int ct_launch_augment_u8(const unsigned char *src, float *dst, int n, int h, int w, int c, int crop_pad,
                          int flip, int augmenting, const float *scale, const float *bias,
-                         unsigned long long augment_seed, void *stream);
+                         unsigned long long augment_seed, long first_sample, void *stream);
 
 /* ---- loss (kernels/loss.cu) ---- */
 

@@ -93,7 +93,7 @@ static void check_batch(const char *what, const ct_dataset *ds, bufs *b, long of
     GPU_OK(cudaMemcpyAsync(b->d_u8, b->u8, total, cudaMemcpyHostToDevice, b->stream));
     GPU_OK(cudaMemsetAsync(b->d_x, 0xff, total * sizeof(float), b->stream));  /* NaN: every float must be written */
     int rc = ct_launch_augment_u8(b->d_u8, b->d_x, n, s.h, s.w, s.c, aug->crop_pad, aug->flip, augmenting, scale,
-                                  bias, (unsigned long long)seed, b->stream);
+                                  bias, (unsigned long long)seed, 0, b->stream);
     memset(scale, 0, sizeof scale);  /* the launch copied them: changing them now must not matter */
     memset(bias, 0, sizeof bias);
     GPU_OK(cudaMemcpyAsync(b->got, b->d_x, total * sizeof(float), cudaMemcpyDeviceToHost, b->stream));
@@ -156,7 +156,7 @@ static void check_graph(const ct_dataset *ds, bufs *b, const float *mean, const 
     cudaGraphExec_t exec = NULL;
     GPU_OK(cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal));
     int rc = ct_launch_augment_u8(b->d_u8, b->d_x, n, s.h, s.w, s.c, aug.crop_pad, aug.flip, 1, scale, bias, seed,
-                                  b->stream);
+                                  0, b->stream);
     GPU_OK(cudaStreamEndCapture(b->stream, &graph));
     CHECK(rc == 0);
     GPU_OK(cudaGraphInstantiate(&exec, graph, 0));
@@ -168,26 +168,58 @@ static void check_graph(const ct_dataset *ds, bufs *b, const float *mean, const 
     GPU_OK(cudaGraphDestroy(graph));
 }
 
+/* Replicas augment their slices of the pipeline's batch: three uneven slices, each launched with
+ * its place in the batch, give the whole batch ct_make_batch makes. */
+static void check_slices(const ct_dataset *ds, bufs *b, const float *mean, const float *std)
+{
+    ct_augment aug;
+    memset(&aug, 0, sizeof aug);
+    set_norm(&aug, mean, std);
+    aug.crop_pad = 4;
+    aug.flip = 1;
+    const int n = 50, starts[] = {0, 17, 34, 50};
+    const uint64_t seed = 1234;
+    ct_shape s = ds->shape;
+    size_t sample = ct_shape_size(s), total = (size_t)n * sample;
+    ct_shuffle_indices(b->order, ds->count, 9, 2);
+    ct_make_batch_u8(ds, b->order, n, b->u8, b->labels);
+    ct_make_batch(ds, b->order, n, &aug, 1, seed, b->want, b->labels);
+    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
+    fold(&aug, scale, bias);
+    GPU_OK(cudaMemcpyAsync(b->d_u8, b->u8, total, cudaMemcpyHostToDevice, b->stream));
+    GPU_OK(cudaMemsetAsync(b->d_x, 0xff, total * sizeof(float), b->stream));
+    int rc = 0;
+    for (int k = 0; k < 3 && rc == 0; k++) {
+        size_t at = (size_t)starts[k] * sample;
+        rc = ct_launch_augment_u8(b->d_u8 + at, b->d_x + at, starts[k + 1] - starts[k], s.h, s.w, s.c, aug.crop_pad,
+                                  aug.flip, 1, scale, bias, seed, starts[k], b->stream);
+    }
+    GPU_OK(cudaMemcpyAsync(b->got, b->d_x, total * sizeof(float), cudaMemcpyDeviceToHost, b->stream));
+    GPU_OK(cudaStreamSynchronize(b->stream));
+    compare("three slices by their place in the batch", ds, n, &aug, 1, seed, b->got, b->want, rc);
+}
+
 static void check_bad_arguments(bufs *b)
 {
     const float one[CT_MAX_CHANNELS] = {1.0f, 1.0f, 1.0f, 1.0f};
     const int inval = (int)cudaErrorInvalidValue;
     CHECK(inval == 1);
-    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, -1, 28, 28, 1, 0, 0, 0, one, one, 0, b->stream) == inval);
-    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, 1, -28, 28, 1, 0, 0, 0, one, one, 0, b->stream) == inval);
-    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, 1, 28, -28, 1, 0, 0, 0, one, one, 0, b->stream) == inval);
-    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, 1, 28, 28, -1, 0, 0, 0, one, one, 0, b->stream) == inval);
-    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, 1, 4, 4, 5, 0, 0, 0, one, one, 0, b->stream) == inval);  /* c > 4 */
-    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, 1, 28, 28, 1, -1, 0, 1, one, one, 0, b->stream) == inval);
-    CHECK(ct_launch_augment_u8(NULL, b->d_x, 1, 28, 28, 1, 0, 0, 0, one, one, 0, b->stream) == inval);
-    CHECK(ct_launch_augment_u8(b->d_u8, NULL, 1, 28, 28, 1, 0, 0, 0, one, one, 0, b->stream) == inval);
-    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, 1, 28, 28, 1, 0, 0, 0, NULL, one, 0, b->stream) == inval);
-    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, 1, 28, 28, 1, 0, 0, 0, one, NULL, 0, b->stream) == inval);
+    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, -1, 28, 28, 1, 0, 0, 0, one, one, 0, 0, b->stream) == inval);
+    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, 1, -28, 28, 1, 0, 0, 0, one, one, 0, 0, b->stream) == inval);
+    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, 1, 28, -28, 1, 0, 0, 0, one, one, 0, 0, b->stream) == inval);
+    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, 1, 28, 28, -1, 0, 0, 0, one, one, 0, 0, b->stream) == inval);
+    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, 1, 4, 4, 5, 0, 0, 0, one, one, 0, 0, b->stream) == inval);  /* c > 4 */
+    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, 1, 28, 28, 1, -1, 0, 1, one, one, 0, 0, b->stream) == inval);
+    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, 1, 28, 28, 1, 0, 0, 1, one, one, 0, -1, b->stream) == inval);
+    CHECK(ct_launch_augment_u8(NULL, b->d_x, 1, 28, 28, 1, 0, 0, 0, one, one, 0, 0, b->stream) == inval);
+    CHECK(ct_launch_augment_u8(b->d_u8, NULL, 1, 28, 28, 1, 0, 0, 0, one, one, 0, 0, b->stream) == inval);
+    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, 1, 28, 28, 1, 0, 0, 0, NULL, one, 0, 0, b->stream) == inval);
+    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, 1, 28, 28, 1, 0, 0, 0, one, NULL, 0, 0, b->stream) == inval);
     /* one sample of more than INT_MAX elements (checked before anything is read) */
-    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, 1, 65536, 65536, 1, 0, 0, 0, one, one, 0, b->stream) == inval);
+    CHECK(ct_launch_augment_u8(b->d_u8, b->d_x, 1, 65536, 65536, 1, 0, 0, 0, one, one, 0, 0, b->stream) == inval);
     /* empty work launches nothing, whatever the pointers */
-    CHECK(ct_launch_augment_u8(NULL, NULL, 0, 28, 28, 1, 2, 1, 1, NULL, NULL, 0, b->stream) == 0);
-    CHECK(ct_launch_augment_u8(NULL, NULL, 5, 0, 28, 1, 2, 1, 1, NULL, NULL, 0, b->stream) == 0);
+    CHECK(ct_launch_augment_u8(NULL, NULL, 0, 28, 28, 1, 2, 1, 1, NULL, NULL, 0, 0, b->stream) == 0);
+    CHECK(ct_launch_augment_u8(NULL, NULL, 5, 0, 28, 1, 2, 1, 1, NULL, NULL, 0, 0, b->stream) == 0);
     GPU_OK(cudaStreamSynchronize(b->stream));
     CHECK(cudaGetLastError() == cudaSuccess);
 }
@@ -253,6 +285,7 @@ int main(void)
         check_batch("wide crop", &odd, &b, 0, 100, &wide, 1, 1234);
     }
     check_graph(&syn, &b, cf_mean, cf_std);
+    check_slices(&syn, &b, cf_mean, cf_std);
     check_bad_arguments(&b);
     free(b.order);
     ct_dataset_free(&syn);

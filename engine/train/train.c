@@ -408,7 +408,7 @@ static ct_status feed(ct_net *net, held_batch *h, int *n, double *waited, ct_err
         ct_input_batch in = {
             .n = slice_size(net, r->rank, v.n), .shape = g->input, .x = v.x ? v.x + first * sample : NULL,
             .x_u8 = v.x_u8 ? v.x_u8 + first * sample : NULL, .y = v.y + first, .aug = &net->augment_params,
-            .augment = v.augment, .augment_seed = v.augment_seed,
+            .augment = v.augment, .augment_seed = v.augment_seed, .first_sample = (long)first,
         };
         /* each GPU copies its slice from the one pinned slot on its own copy stream */
         st = use_device(net, i, err);
