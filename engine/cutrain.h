@@ -389,7 +389,8 @@ ct_status ct_bench_input(ct_net *net, long warmup, long batches, ct_input_bench_
  * second's trace to path as Chrome trace JSON (chrome://tracing, ui.perfetto.dev): on each
  * replica, every layer's backward and every gradient bucket's all-reduce ([train] bucket_mib),
  * with start and duration by the host clock, so one sees whether the reductions overlap backward.
- * On a GPU the host clock shows when the work was enqueued, not when it ran. */
+ * On a GPU the host clock shows when the work was enqueued, not when it ran. Under several
+ * processes every rank must call it (the step's collectives need them all); rank 0 writes. */
 ct_status ct_trace_step(ct_net *net, const char *path);
 
 /* ---- GPU health (cutrain doctor) ---- */

@@ -285,6 +285,7 @@ int main(int argc, char **argv)
         opt.quiet = 1;
         opt.log_path = NULL;
         opt.checkpoint_dir = NULL;
+        opt.tensorboard_dir = NULL;
     }
     if (strcmp(opt.command, "eval") == 0)
         rc = cmd_eval(&opt);

@@ -6,6 +6,7 @@
 
 #include "api/handle.h"
 #include "train/trace.h"
+#include "train/world.h"
 
 enum { BENCH_BATCHES = 4, BENCH_WINDOWS = 5 };
 
@@ -213,7 +214,8 @@ ct_status ct_trace_step(ct_net *net, const char *path)
         net->trace = NULL;
         if (st == CT_OK)
             st = r->dev->ops->synchronize(r->dev, err);
-        if (st == CT_OK)
+        /* several processes trace the same step: rank 0 alone writes */
+        if (st == CT_OK && (!net->world || ct_world_rank(net->world) == 0))
             st = ct_trace_write(&trace, path, err);
         free_data(r->dev, &d);
         ct_trace_close(&trace);
