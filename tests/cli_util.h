@@ -51,6 +51,29 @@ static void write_file(const char *name, const char *text)
     }
 }
 
+/* The file DIR/name into buf (cap bytes, NUL-terminated); its size, -1 when it cannot be read. */
+static inline long read_scratch(const char *name, char *buf, size_t cap)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return (long)n;
+}
+
+/* How many times needle occurs in hay, without overlaps. */
+static inline int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
 /* Creates the scratch folder; 0 on failure. */
 static int make_scratch(const char *name)
 {

@@ -8,6 +8,7 @@
 
 #include "api/handle.h"
 #include "tests/json_check.h"
+#include "tests/fmnist_form.h"
 #include "tests/test_util.h"
 #include "train/buckets.h"
 
@@ -23,11 +24,8 @@ static const char *MLP =
 
 static ct_net *open_net(const char *bucket_mib)
 {
-    static char text[4096];
-    const char *d = ct_fmnist_dir();
-    snprintf(text, sizeof text, MLP, d, d, d, d);
     ct_net *net = NULL;
-    CHECK(ct_open_string(text, "buckets.ini", &net) == CT_OK);
+    CHECK(ct_open_fmnist_form(MLP, "buckets.ini", &net) == CT_OK);
     CHECK(ct_set(net, "train.bucket_mib", bucket_mib) == CT_OK);
     return net;
 }

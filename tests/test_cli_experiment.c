@@ -11,34 +11,12 @@
 
 static char text[1 << 16];
 
-/* The file DIR/name into `text`; its size, -1 when it cannot be read. */
-static long read_scratch(const char *name)
-{
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    return (long)n;
-}
-
 static int exists(const char *name)
 {
     char path[256];
     struct stat st;
     snprintf(path, sizeof path, "%s/%s", dir, name);
     return stat(path, &st) == 0;
-}
-
-static int count(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
-        n++;
-    return n;
 }
 
 /* Field `index` (0-based) of the CSV line starting at `line`, quotes removed, into buf. */
@@ -142,8 +120,8 @@ static void test_ladder(void)
               ct_contains(out, "rung 4 + CUDA graph   skipped: CUDA graphs need a GPU"), "got: %s", out);
 
     /* CSV: a header and the seven rungs, 0..3 ran with their images/s, 4..6 skipped with why */
-    CHECK(read_scratch("res/experiment.csv") > 0);
-    CHECK_MSG(count(text, "\n") == 8 && strncmp(text, "rung,name,adds,status,reason,", 29) == 0, "csv: %s", text);
+    CHECK(read_scratch("res/experiment.csv", text, sizeof text) > 0);
+    CHECK_MSG(count_of(text, "\n") == 8 && strncmp(text, "rung,name,adds,status,reason,", 29) == 0, "csv: %s", text);
     static const char *const want_precision[] = {"fp32", "fp32", "fp32", "fp16"};
     for (int k = 0; k < 7; k++) {
         const char *row = csv_row(text, k);
@@ -168,14 +146,14 @@ static void test_ladder(void)
     }
 
     /* JSON: valid, the same rungs, figures unknown on the CPU as null */
-    CHECK(read_scratch("res/experiment.json") > 0);
+    CHECK(read_scratch("res/experiment.json", text, sizeof text) > 0);
     CHECK_MSG(json_valid(text), "not JSON: %s", text);
-    CHECK_MSG(count(text, "\"status\": \"ran\"") == 4 && count(text, "\"status\": \"skipped\"") == 3 &&
-              count(text, "\"gpu_util\": null") == 7 && ct_contains(text, "\"steps_per_rung\": 3") &&
+    CHECK_MSG(count_of(text, "\"status\": \"ran\"") == 4 && count_of(text, "\"status\": \"skipped\"") == 3 &&
+              count_of(text, "\"gpu_util\": null") == 7 && ct_contains(text, "\"steps_per_rung\": 3") &&
               ct_contains(text, "\"reason\": \"mirroring needs 2 or more GPUs"), "json: %s", text);
 
     /* Markdown: the table with a row per rung, the speed-ups, and the rungs not run */
-    CHECK(read_scratch("res/experiment.md") > 0);
+    CHECK(read_scratch("res/experiment.md", text, sizeof text) > 0);
     CHECK_MSG(ct_contains(text, "| rung | adds | batch | precision | images/s | x prev | x 0 |") &&
               ct_contains(text, "| 0 naive | pipeline = sync") && ct_contains(text, "| 3 + fp16 | precision = fp16") &&
               ct_contains(text, " | 1.00x | ") && ct_contains(text, "| 6 + all GPUs | devices = all (mirrored) | | | skipped") &&
@@ -183,7 +161,7 @@ static void test_ladder(void)
 
     /* the chart, or how to make it */
     if (has_matplotlib) {
-        long n = read_scratch("res/experiment.png");
+        long n = read_scratch("res/experiment.png", text, sizeof text);
         CHECK_MSG(n > 1000 && memcmp(text, "\x89PNG\r\n\x1a\n", 8) == 0, "experiment.png: %ld bytes", n);
     } else {
         const char *require = getenv("CT_REQUIRE_PYTHON");
@@ -206,7 +184,8 @@ static void test_no_python(void)
               ct_contains(out, "plot_experiment.py nopy/experiment.json nopy/experiment.png"), "exit %d: %s", rc, out);
     CHECK(exists("nopy/experiment.csv") && exists("nopy/experiment.json") && exists("nopy/experiment.md") &&
           !exists("nopy/experiment.png"));
-    CHECK(read_scratch("nopy/experiment.json") > 0 && json_valid(text) && count(text, "\"rung\": ") == 1);
+    CHECK(read_scratch("nopy/experiment.json", text, sizeof text) > 0 && json_valid(text) &&
+          count_of(text, "\"rung\": ") == 1);
 }
 
 int main(void)

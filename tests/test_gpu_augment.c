@@ -131,26 +131,35 @@ static int sweep(const char *what, const ct_dataset *ds, bufs *b, const float *m
     return batches;
 }
 
-/* A launch captured in a CUDA graph and replayed gives the same batch as ct_make_batch. */
-static void check_graph(const ct_dataset *ds, bufs *b, const float *mean, const float *std)
+/* A whole augmented batch (crop 4, flip) of n shuffled samples: the CPU's in b->want, the raw bytes
+ * on the device, the device's output poisoned with NaN; scale and bias (CT_MAX_CHANNELS) folded. */
+static void stage_augmented(const ct_dataset *ds, bufs *b, const float *mean, const float *std, int n, uint64_t seed,
+                            uint64_t shuffle_seed, ct_augment *aug, float *scale, float *bias)
 {
-    ct_augment aug;
-    memset(&aug, 0, sizeof aug);
-    set_norm(&aug, mean, std);
-    aug.crop_pad = 4;
-    aug.flip = 1;
-    const int n = 64;
-    const uint64_t seed = 77;
-    ct_shape s = ds->shape;
-    size_t total = (size_t)n * ct_shape_size(s);
-    ct_shuffle_indices(b->order, ds->count, 5, 1);
+    memset(aug, 0, sizeof *aug);
+    set_norm(aug, mean, std);
+    aug->crop_pad = 4;
+    aug->flip = 1;
+    size_t total = (size_t)n * ct_shape_size(ds->shape);
+    ct_shuffle_indices(b->order, ds->count, shuffle_seed, 1);
     ct_make_batch_u8(ds, b->order, n, b->u8, b->labels);
-    ct_make_batch(ds, b->order, n, &aug, 1, seed, b->want, b->labels);
-    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
-    fold(&aug, scale, bias);
+    ct_make_batch(ds, b->order, n, aug, 1, seed, b->want, b->labels);
+    fold(aug, scale, bias);
     GPU_OK(cudaMemcpyAsync(b->d_u8, b->u8, total, cudaMemcpyHostToDevice, b->stream));
     GPU_OK(cudaMemsetAsync(b->d_x, 0xff, total * sizeof(float), b->stream));
     GPU_OK(cudaStreamSynchronize(b->stream));
+}
+
+/* A launch captured in a CUDA graph and replayed gives the same batch as ct_make_batch. */
+static void check_graph(const ct_dataset *ds, bufs *b, const float *mean, const float *std)
+{
+    const int n = 64;
+    const uint64_t seed = 77;
+    ct_augment aug;
+    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
+    stage_augmented(ds, b, mean, std, n, seed, 5, &aug, scale, bias);
+    ct_shape s = ds->shape;
+    size_t total = (size_t)n * ct_shape_size(s);
 
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
@@ -172,22 +181,13 @@ static void check_graph(const ct_dataset *ds, bufs *b, const float *mean, const 
  * its place in the batch, give the whole batch ct_make_batch makes. */
 static void check_slices(const ct_dataset *ds, bufs *b, const float *mean, const float *std)
 {
-    ct_augment aug;
-    memset(&aug, 0, sizeof aug);
-    set_norm(&aug, mean, std);
-    aug.crop_pad = 4;
-    aug.flip = 1;
     const int n = 50, starts[] = {0, 17, 34, 50};
     const uint64_t seed = 1234;
+    ct_augment aug;
+    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
+    stage_augmented(ds, b, mean, std, n, seed, 9, &aug, scale, bias);
     ct_shape s = ds->shape;
     size_t sample = ct_shape_size(s), total = (size_t)n * sample;
-    ct_shuffle_indices(b->order, ds->count, 9, 2);
-    ct_make_batch_u8(ds, b->order, n, b->u8, b->labels);
-    ct_make_batch(ds, b->order, n, &aug, 1, seed, b->want, b->labels);
-    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
-    fold(&aug, scale, bias);
-    GPU_OK(cudaMemcpyAsync(b->d_u8, b->u8, total, cudaMemcpyHostToDevice, b->stream));
-    GPU_OK(cudaMemsetAsync(b->d_x, 0xff, total * sizeof(float), b->stream));
     int rc = 0;
     for (int k = 0; k < 3 && rc == 0; k++) {
         size_t at = (size_t)starts[k] * sample;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "api/handle.h"
+#include "tests/fmnist_form.h"
 #include "tests/test_util.h"
 
 #ifdef CUTRAIN_HAVE_CUDA
@@ -37,11 +38,8 @@ static const char *const BN_NET =
 
 static ct_net *fit(const char *sync_bn)
 {
-    static char text[4096];
-    const char *d = ct_fmnist_dir();
-    snprintf(text, sizeof text, BN_NET, d, d, d, d);
     ct_net *net = NULL;
-    CHECK(ct_open_string(text, "bn_sync_one.ini", &net) == CT_OK);
+    CHECK(ct_open_fmnist_form(BN_NET, "bn_sync_one.ini", &net) == CT_OK);
     CHECK(ct_set(net, "train.sync_bn", sync_bn) == CT_OK);
     CHECK_MSG(ct_fit(net, NULL) == CT_OK, "sync_bn = %s: %s", sync_bn, ct_errmsg(net));
     return net;

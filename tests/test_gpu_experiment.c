@@ -8,27 +8,6 @@
 
 static char text[1 << 16];
 
-static int count(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
-        n++;
-    return n;
-}
-
-static long read_scratch(const char *name)
-{
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    return (long)n;
-}
-
 int main(void)
 {
     (void)write_file; /* cli_util.h's, not needed here */
@@ -50,13 +29,15 @@ int main(void)
     int rc = run(args);
     printf("%s", out);
     CHECK_MSG(rc == 0, "exit %d", rc);
-    CHECK(read_scratch("res/experiment.json") > 0 && json_valid(text));
-    int ran = count(text, "\"status\": \"ran\""), skipped = count(text, "\"status\": \"skipped\"");
+    CHECK(read_scratch("res/experiment.json", text, sizeof text) > 0 && json_valid(text));
+    int ran = count_of(text, "\"status\": \"ran\""), skipped = count_of(text, "\"status\": \"skipped\"");
     /* 0..5 run on one GPU; 6 runs with two or more once mirroring is built, else says why not */
-    CHECK_MSG(ran + skipped == 7 && ran >= 6 && count(text, "\"backend\": \"cuda\"") == ran, "%s", text);
-    CHECK_MSG(count(text, "\"gpu_util\": null") == skipped && count(text, "\"device_busy\": null") == 0, "%s", text);
-    CHECK_MSG(ct_contains(text, "\"precision\": \"fp16\"") && ct_contains(text, "\"batch_mode\": \"auto\""), "%s", text);
-    if (read_scratch("res/experiment.md") > 0)
+    CHECK_MSG(ran + skipped == 7 && ran >= 6 && count_of(text, "\"backend\": \"cuda\"") == ran, "%s", text);
+    CHECK_MSG(count_of(text, "\"gpu_util\": null") == skipped && count_of(text, "\"device_busy\": null") == 0, "%s",
+              text);
+    CHECK_MSG(ct_contains(text, "\"precision\": \"fp16\"") && ct_contains(text, "\"batch_mode\": \"auto\""), "%s",
+              text);
+    if (read_scratch("res/experiment.md", text, sizeof text) > 0)
         printf("%s", text);
     remove_scratch();
     return ct_test_done();

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "api/handle.h"
+#include "tests/fmnist_form.h"
 #include "tests/test_util.h"
 
 /* No batch norm, no dropout, no augmentation: one replica's step is the others' mean. 2010
@@ -71,11 +72,8 @@ static char dir[64];
 
 static ct_net *open_net(const char *form, const char *devices, const char *epochs)
 {
-    static char text[4096];
-    const char *d = ct_fmnist_dir();
-    snprintf(text, sizeof text, form, d, d, d, d);
     ct_net *net = NULL;
-    CHECK(ct_open_string(text, "replicas.ini", &net) == CT_OK);
+    CHECK(ct_open_fmnist_form(form, "replicas.ini", &net) == CT_OK);
     CHECK(ct_set(net, "train.devices", devices) == CT_OK);
     if (epochs)
         CHECK(ct_set(net, "train.epochs", epochs) == CT_OK);

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/pool.h"
 #include "base/tensor.h"
 #include "device.h"
@@ -17,13 +18,6 @@ typedef struct cpu_device {
 } cpu_device;
 
 static ct_pool *pool_of(ct_device *d) { return ((cpu_device *)d->impl)->pool; }
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
 
 /* activate and synchronize: there is no current device to set, and every op has finished by the
  * time it returns. */
@@ -124,7 +118,7 @@ static ct_status cpu_mark(ct_device *d, int slot, ct_err *err)
 {
     if (slot < 0 || slot >= CT_DEVICE_MARKS)
         return ct_fail(err, CT_ERR_USAGE, "timing mark %d out of range", slot);
-    ((cpu_device *)d->impl)->marks[slot] = now_ms();
+    ((cpu_device *)d->impl)->marks[slot] = 1e3 * ct_clock_seconds();
     return CT_OK;
 }
 

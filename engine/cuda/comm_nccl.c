@@ -20,6 +20,7 @@
 
 #include <nccl.h>
 
+#include "base/clock.h"
 #include "cuda/cuda_internal.h"
 
 typedef struct nccl_rank {
@@ -50,13 +51,6 @@ typedef struct nccl_comm {
 } nccl_comm;
 
 static nccl_comm *impl(ct_comm *c) { return c->impl; }
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static nccl_rank *find_rank(nccl_comm *m, int rank)
 {
@@ -126,7 +120,7 @@ static void name_behind(nccl_comm *m, unsigned count, char *out, size_t size)
  * the timeout. Called with nothing locked; takes r->mu around each use of the communicator. */
 static ct_status settle(nccl_comm *m, nccl_rank *r, ncclResult_t rc, const char *call, ct_err *err)
 {
-    double start = now_s();
+    double start = ct_clock_seconds();
     for (;;) {
         if (rc == ncclSuccess)
             return CT_OK;
@@ -142,7 +136,7 @@ static ct_status settle(nccl_comm *m, nccl_rank *r, ncclResult_t rc, const char 
         }
         if (has_failed(m))
             return failure(m, err);
-        if (now_s() - start > m->timeout_s) {
+        if (ct_clock_seconds() - start > m->timeout_s) {
             char why[400], behind[128];
             name_behind(m, r->beat ? r->beat[0] + 1 : 0, behind, sizeof behind);
             snprintf(why, sizeof why, "NCCL rank %d (GPU %d) waited more than comm_timeout = %g s in %s for %s; "
@@ -175,7 +169,7 @@ static ct_status settle(nccl_comm *m, nccl_rank *r, ncclResult_t rc, const char 
 
 static void watch_once(nccl_comm *m)
 {
-    double now = now_s();
+    double now = ct_clock_seconds();
     for (int i = 0; i < m->n && !has_failed(m); i++) {
         nccl_rank *r = &m->local[i];
         ncclResult_t async = ncclSuccess;
@@ -214,12 +208,7 @@ static void *watchdog_main(void *p)
     pthread_mutex_lock(&m->mu);
     while (!m->stop) {
         struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += 50 * 1000 * 1000;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        ct_clock_deadline(0.05, &until);
         (void)pthread_cond_timedwait(&m->wake, &m->mu, &until);
         if (m->stop || m->failed)
             continue;
@@ -334,9 +323,9 @@ static void release_rank(nccl_comm *m, nccl_rank *r)
         (void)cudaSetDevice(r->device);
     if (r->comm && !has_failed(m) && r->stream) {
         ct_err ignored;
-        double start = now_s();
+        double start = ct_clock_seconds();
         cudaError_t q;
-        while ((q = cudaStreamQuery(r->stream)) == cudaErrorNotReady && now_s() - start < m->timeout_s) {
+        while ((q = cudaStreamQuery(r->stream)) == cudaErrorNotReady && ct_clock_seconds() - start < m->timeout_s) {
             struct timespec nap = {0, 200 * 1000};
             nanosleep(&nap, NULL);
         }
@@ -447,7 +436,7 @@ static ncclConfig_t nonblocking(void)
 
 static ct_status start_watchdog(nccl_comm *m, ct_err *err)
 {
-    double now = now_s();
+    double now = ct_clock_seconds();
     for (int i = 0; i < m->n; i++)
         m->local[i].seen_at = now;
     if (pthread_create(&m->watchdog, NULL, watchdog_main, m) != 0)

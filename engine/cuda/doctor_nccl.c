@@ -144,6 +144,25 @@ enum { BW_WARMUP = 2, BW_ITERS = 10 };
 
 /* All ranks' in-place all-reduces of CT_DOCTOR_BW_BYTES, warmed up, then BW_ITERS timed by events
  * on every rank's stream; the time of one is the slowest rank's mean. */
+/* One all-reduce (sum) of count floats per GPU, from send[r] into recv[r], as one NCCL group. On
+ * failure part of the collective may be queued: the probe is marked stuck, to be aborted rather
+ * than waited for. */
+static ct_status group_all_reduce(group_probe *g, float *const *send, float *const *recv, size_t count, ct_err *err)
+{
+    CT_NCCL_CHECK(ncclGroupStart(), err);
+    ct_status st = CT_OK;
+    for (int r = 0; r < g->n && st == CT_OK; r++)
+        st = CT_NCCL_STATUS(ncclAllReduce(send[r], recv[r], count, ncclFloat, ncclSum, g->comms[r], g->streams[r]),
+                            err);
+    ct_err spare;
+    ct_status ended = CT_NCCL_STATUS(ncclGroupEnd(), st == CT_OK ? err : &spare);
+    if (st == CT_OK)
+        st = ended;
+    if (st != CT_OK)
+        g->stuck = 1;
+    return st;
+}
+
 static ct_status group_bandwidth(group_probe *g, ct_doctor_reduce_result *out, ct_err *err)
 {
     const size_t count = CT_DOCTOR_BW_BYTES / sizeof(float);
@@ -158,19 +177,9 @@ static ct_status group_bandwidth(group_probe *g, ct_doctor_reduce_result *out, c
         if (it == BW_WARMUP)
             for (int r = 0; r < g->n; r++)
                 CT_CUDA_CHECK(cudaEventRecord(g->start[r], g->streams[r]), err);
-        CT_NCCL_CHECK(ncclGroupStart(), err);
-        ct_status st = CT_OK;
-        for (int r = 0; r < g->n && st == CT_OK; r++)
-            st = CT_NCCL_STATUS(ncclAllReduce(g->big[r], g->big[r], count, ncclFloat, ncclSum, g->comms[r],
-                                              g->streams[r]), err);
-        ct_err spare;
-        ct_status ended = CT_NCCL_STATUS(ncclGroupEnd(), st == CT_OK ? err : &spare);
-        if (st == CT_OK)
-            st = ended;
-        if (st != CT_OK) {
-            g->stuck = 1;
+        ct_status st = group_all_reduce(g, g->big, g->big, count, err);
+        if (st != CT_OK)
             return st;
-        }
     }
     for (int r = 0; r < g->n; r++)
         CT_CUDA_CHECK(cudaEventRecord(g->end[r], g->streams[r]), err);
@@ -212,19 +221,9 @@ static ct_status group_run(group_probe *g, ct_err *err)
         CT_CUDA_CHECK(cudaMemcpyAsync(g->send[r], g->host, bytes, cudaMemcpyHostToDevice, g->streams[r]), err);
         CT_CUDA_CHECK(cudaMemsetAsync(g->recv[r], 0xFF, bytes, g->streams[r]), err);
     }
-    CT_NCCL_CHECK(ncclGroupStart(), err);
-    ct_status st = CT_OK;
-    for (int r = 0; r < g->n && st == CT_OK; r++)
-        st = CT_NCCL_STATUS(ncclAllReduce(g->send[r], g->recv[r], REDUCE_COUNT, ncclFloat, ncclSum, g->comms[r],
-                                          g->streams[r]), err);
-    ct_err spare;
-    ct_status ended = CT_NCCL_STATUS(ncclGroupEnd(), st == CT_OK ? err : &spare);
-    if (st == CT_OK)
-        st = ended;
-    if (st != CT_OK) {
-        g->stuck = 1;  /* part of a collective may be queued: abort rather than wait */
+    ct_status st = group_all_reduce(g, g->send, g->recv, REDUCE_COUNT, err);
+    if (st != CT_OK)
         return st;
-    }
     for (int r = 0; r < g->n; r++) {
         st = ct_doctor_wait(g->streams[r], poll_comm, g->comms[r], CT_DOCTOR_WAIT_S, &g->stuck, err);
         if (st != CT_OK)

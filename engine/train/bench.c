@@ -1,6 +1,7 @@
-/* ct_bench_input: the input pipeline alone. ct_bench: training steps timed in stream order (CUDA events on the GPU), on real batches kept in
- * backend memory and cycled the way the PyTorch peer keeps its data on the GPU, so the figure is
- * the model's speed and not the host's batch assembly. */
+/* ct_bench_input: the input pipeline alone. ct_bench: training steps timed in stream order (CUDA
+ * events on the GPU), on real batches kept in backend memory and cycled the way the PyTorch peer
+ * keeps its data on the GPU, so the figure is the model's speed and not the host's batch assembly.
+ * ct_trace_step: one such step traced (train/trace.h). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -86,29 +87,39 @@ static ct_status run_steps(ct_net *net, ct_replica *r, const bench_data *d, long
     return st;
 }
 
+/* Prepares the handle and stages the benchmark's batches on replica 0's device, which it leaves
+ * current; d is to be freed whatever this returns. */
+static ct_status bench_begin(ct_net *net, bench_data *d, size_t *xb, size_t *yb)
+{
+    ct_status st = ct_prepare(net);
+    if (st != CT_OK)
+        return st;
+    ct_replica *r = &net->replicas[0];
+    ct_train_apply_threads(net);
+    *xb = ct_tensor_bytes(&r->graph.x);
+    *yb = ct_tensor_bytes(&r->graph.labels);
+    st = r->dev->ops->activate(r->dev, &net->err);
+    return st == CT_OK ? make_data(net, r, d, *xb, *yb, &net->err) : st;
+}
+
 ct_status ct_bench(ct_net *net, int warmup, long steps, ct_bench_result *out)
 {
     if (!net)
         return CT_ERR_USAGE;
     if (!out || warmup < 0 || steps <= 0)
         return ct_fail(&net->err, CT_ERR_USAGE, "ct_bench: needs a result and steps > 0, warmup >= 0");
-    ct_status st = ct_prepare(net);
-    if (st != CT_OK)
-        return st;
     ct_err *err = &net->err;
+    bench_data d = {0};
+    size_t xb = 0, yb = 0;
+    ct_status st = bench_begin(net, &d, &xb, &yb);
+    if (!net->n_replicas)
+        return st;
     /* every replica steps; replica 0's device times them (CPU replicas share the one clock) */
     ct_replica *r = &net->replicas[0];
-    ct_graph *g = &r->graph;
     ct_backend *be = r->be;
     ct_device *dev = r->dev;
-    ct_train_apply_threads(net);
-    size_t xb = ct_tensor_bytes(&g->x), yb = ct_tensor_bytes(&g->labels);
-    bench_data d = {0};
     double loss = 0.0, total = 0.0, best = -1.0;
     long correct = 0, done = 0;
-    st = dev->ops->activate(dev, err);
-    if (st == CT_OK)
-        st = make_data(net, r, &d, xb, yb, err);
     /* warm-up: the first step of a shape runs directly, the second is captured */
     if (st == CT_OK)
         st = run_steps(net, r, &d, 0, warmup, xb, yb, err);
@@ -182,44 +193,30 @@ ct_status ct_trace_step(ct_net *net, const char *path)
         return CT_ERR_USAGE;
     if (!path)
         return ct_fail(&net->err, CT_ERR_USAGE, "ct_trace_step: needs a path");
-    ct_status st = ct_prepare(net);
-    if (st != CT_OK)
-        return st;
     ct_err *err = &net->err;
-    ct_replica *r = &net->replicas[0];
-    ct_graph *g = &r->graph;
-    ct_train_apply_threads(net);
-    size_t xb = ct_tensor_bytes(&g->x), yb = ct_tensor_bytes(&g->labels);
-    const char **names = calloc((size_t)g->n_layers, sizeof *names);
-    if (!names)
-        return ct_fail(err, CT_ERR_NOMEM, "out of memory for a step trace");
-    for (int i = 0; i < g->n_layers; i++)
-        names[i] = g->layers[i].cfg->name;
-    ct_trace trace;
     bench_data d = {0};
+    size_t xb = 0, yb = 0;
+    ct_status st = bench_begin(net, &d, &xb, &yb);
+    if (!net->n_replicas)
+        return st;
+    ct_replica *r = &net->replicas[0];
+    ct_trace trace = {0};
     /* room for every layer's backward and as many buckets */
-    st = ct_trace_open(&trace, net->n_replicas, 2 * g->n_layers, err);
-    if (st == CT_OK) {
-        trace.layer_names = names;
-        trace.layers = g->n_layers;
-        st = r->dev->ops->activate(r->dev, err);
-        if (st == CT_OK)
-            st = make_data(net, r, &d, xb, yb, err);
-        /* the first step pays for first use (threads, allocations): trace the second */
-        if (st == CT_OK)
-            st = run_steps(net, r, &d, 0, 1, xb, yb, err);
-        net->trace = &trace;
-        if (st == CT_OK)
-            st = run_steps(net, r, &d, 1, 1, xb, yb, err);
-        net->trace = NULL;
-        if (st == CT_OK)
-            st = r->dev->ops->synchronize(r->dev, err);
-        /* several processes trace the same step: rank 0 alone writes */
-        if (st == CT_OK && (!net->world || ct_world_rank(net->world) == 0))
-            st = ct_trace_write(&trace, path, err);
-        free_data(r->dev, &d);
-        ct_trace_close(&trace);
-    }
-    free(names);
+    if (st == CT_OK)
+        st = ct_trace_open(&trace, &r->graph, net->n_replicas, 2 * r->graph.n_layers, err);
+    /* the first step pays for first use (threads, allocations): trace the second */
+    if (st == CT_OK)
+        st = run_steps(net, r, &d, 0, 1, xb, yb, err);
+    net->trace = &trace;
+    if (st == CT_OK)
+        st = run_steps(net, r, &d, 1, 1, xb, yb, err);
+    net->trace = NULL;
+    if (st == CT_OK)
+        st = r->dev->ops->synchronize(r->dev, err);
+    /* several processes trace the same step: rank 0 alone writes */
+    if (st == CT_OK && (!net->world || ct_world_rank(net->world) == 0))
+        st = ct_trace_write(&trace, path, err);
+    free_data(r->dev, &d);
+    ct_trace_close(&trace);
     return st;
 }

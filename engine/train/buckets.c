@@ -54,7 +54,8 @@ static ct_status layer_done(void *p, int i, ct_err *err)
     bucket_walk *w = p;
     const ct_bucket_reduce *b = w->b;
     ct_graph *g = b->graph;
-    double now = ct_clock_seconds();
+    int clocked = b->trace || b->timed;
+    double now = clocked ? ct_clock_seconds() : 0.0;
     if (b->trace)
         ct_trace_add(b->trace, CT_TRACE_BACKWARD, i, 0, w->mark, now);
     w->mark = now;
@@ -63,7 +64,7 @@ static ct_status layer_done(void *p, int i, ct_err *err)
     size_t lo = g->layers[i].w_off;
     ct_tensor bucket = ct_tensor_flat((float *)g->grads.data + lo, CT_DTYPE_F32, w->hi - lo);
     ct_status st = b->comm->ops->all_reduce_mean(b->comm, b->rank, g->be, &bucket, b->samples, err);
-    now = ct_clock_seconds();
+    now = clocked ? ct_clock_seconds() : 0.0;
     w->comm_s += now - w->mark;
     if (b->trace)
         ct_trace_add(b->trace, CT_TRACE_REDUCE, w->next, ct_tensor_bytes(&bucket), w->mark, now);
@@ -77,7 +78,7 @@ ct_status ct_backward_reduced(const ct_bucket_reduce *b, double *comm_s, ct_err 
 {
     bucket_walk w = {
         .b = b, .per_bucket = elements_per_bucket(b->bucket_mib), .lowest = lowest_layer_with_params(b->graph),
-        .hi = b->graph->param_span, .mark = ct_clock_seconds(),
+        .hi = b->graph->param_span, .mark = b->trace || b->timed ? ct_clock_seconds() : 0.0,
     };
     ct_status st = ct_graph_backward_each(b->graph, b->samples, layer_done, &w, err);
     *comm_s = w.comm_s;

@@ -17,10 +17,12 @@ typedef struct ct_bucket_reduce {
     int samples;              /* the rank's share of the batch */
     double bucket_mib;
     ct_trace_rank *trace;     /* NULL: not traced */
+    int timed;                /* 1: time the reductions' calls (the host clock is read only then,
+                               * or when traced) */
 } ct_bucket_reduce;
 
 /* Runs backward over b->samples samples and all-reduces every bucket as it completes; *comm_s
- * gets the host time spent in the reductions' calls. */
+ * gets the host time spent in the reductions' calls when b->timed (else 0). */
 ct_status ct_backward_reduced(const ct_bucket_reduce *b, double *comm_s, ct_err *err);
 
 /* Where the buckets of g start, in launch order, for tests and summaries: up to max element

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "train/comm.h"
 
 typedef struct local_comm {
@@ -46,18 +47,6 @@ static ct_status failure(local_comm *l, int rank, ct_err *err)
                        "raise comm_timeout if a step can take that long",
                        l->failed - 1, l->timeout_s, strchr(l->missing, ',') ? "s" : "", l->missing);
     return ct_fail(err, CT_ERR_BACKEND, "CPU replica %d stopped because replica %d failed", rank, l->failed - 1);
-}
-
-static void deadline_after(double seconds, struct timespec *ts)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    double whole = (double)(long)seconds;
-    ts->tv_sec += (time_t)whole;
-    ts->tv_nsec += (long)((seconds - whole) * 1e9);
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
 }
 
 /* Lists the ranks not at the barrier into l->missing. Called with the lock held. */
@@ -92,7 +81,7 @@ static ct_status barrier(local_comm *l, int rank, ct_err *err)
         return CT_OK;
     }
     struct timespec deadline;
-    deadline_after(l->timeout_s, &deadline);
+    ct_clock_deadline(l->timeout_s, &deadline);
     while (gen == l->generation && !l->failed) {
         int rc = pthread_cond_timedwait(&l->cv, &l->mu, &deadline);
         if (rc == ETIMEDOUT && gen == l->generation && !l->failed) {

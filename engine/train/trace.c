@@ -5,9 +5,9 @@
 
 #include "train/trace.h"
 
-ct_status ct_trace_open(ct_trace *t, int ranks, int per_rank, ct_err *err)
+ct_status ct_trace_open(ct_trace *t, const ct_graph *g, int ranks, int per_rank, ct_err *err)
 {
-    *t = (ct_trace){.ranks = ranks};
+    *t = (ct_trace){.ranks = ranks, .graph = g};
     t->rank = calloc((size_t)ranks, sizeof *t->rank);
     for (int i = 0; t->rank && i < ranks; i++) {
         t->rank[i].events = calloc((size_t)per_rank, sizeof *t->rank[i].events);
@@ -75,7 +75,7 @@ ct_status ct_trace_write(const ct_trace *t, const char *path, ct_err *err)
             fprintf(f, ",\n{\"name\": \"");
             if (e->kind == CT_TRACE_BACKWARD) {
                 fprintf(f, "backward ");
-                put_name(f, e->index < t->layers && t->layer_names ? t->layer_names[e->index] : "?");
+                put_name(f, e->index < t->graph->n_layers ? t->graph->layers[e->index].cfg->name : "?");
             } else {
                 fprintf(f, "all-reduce bucket %d", e->index);
             }

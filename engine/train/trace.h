@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "base/status.h"
+#include "graph/graph.h"
 
 typedef enum ct_trace_kind { CT_TRACE_BACKWARD, CT_TRACE_REDUCE } ct_trace_kind;
 
@@ -27,12 +27,11 @@ typedef struct ct_trace_rank {
 typedef struct ct_trace {
     int ranks;
     ct_trace_rank *rank;     /* (ranks) */
-    const char *const *layer_names;  /* (layers) names for backward events, owned by the caller */
-    int layers;
+    const ct_graph *graph;   /* names the layers of backward events */
 } ct_trace;
 
-/* Room for `per_rank` events on each of `ranks` replicas. */
-ct_status ct_trace_open(ct_trace *t, int ranks, int per_rank, ct_err *err);
+/* Room for `per_rank` events on each of `ranks` replicas of network g. */
+ct_status ct_trace_open(ct_trace *t, const ct_graph *g, int ranks, int per_rank, ct_err *err);
 void ct_trace_close(ct_trace *t);
 /* Records an event; one beyond the room is dropped (the room is sized for one step). */
 void ct_trace_add(ct_trace_rank *r, ct_trace_kind kind, int index, size_t bytes, double start_s, double end_s);

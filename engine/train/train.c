@@ -166,14 +166,15 @@ static ct_status step_work(void *p, ct_err *err)
     ct_bucket_reduce reduce = {
         .comm = c->net->comm, .rank = r->rank, .graph = g, .samples = c->n, .bucket_mib = c->net->cfg.train.bucket_mib,
         .trace = c->net->trace ? &c->net->trace->rank[r - c->net->replicas] : NULL,  /* this process's replica */
+        /* the time split's comm share: by the clock only where the step runs on the host */
+        .timed = r->rank == 0 && r->dev->host_memory,
     };
     double comm_s = 0.0;
     if (st == CT_OK)
         st = ct_backward_reduced(&reduce, &comm_s, err);
     if (st == CT_OK && c->net->comm->ops->join)
         st = c->net->comm->ops->join(c->net->comm, r->rank, be, err);
-    /* the time split's comm share: by the clock only where the step runs on the host */
-    if (r->rank == 0 && r->dev->host_memory)
+    if (reduce.timed)  /* one replica's thread adds to it */
         c->net->comm_seconds += comm_s;
     /* fp16: the gradients back to their true size, non-finite values counted for the update */
     if (st == CT_OK && c->net->cfg.train.precision == CT_PREC_FP16)
