@@ -214,7 +214,8 @@ static int run_rung(ladder *l, xp_rung *r)
     int batch = ct_batch_size(net);
     long images = ct_train_images(net);
     r->batch = batch;
-    r->batch_mode = k >= 2 ? "auto" : "fixed";
+    /* rung 6 takes the per-GPU batch found below it times the GPUs (set_mirrored_batch) */
+    r->batch_mode = k >= 2 && k < 6 ? "auto" : "fixed";
     snprintf(r->backend, sizeof r->backend, "%s", ct_backend_name(net));
     if (!l->report->device[0])
         snprintf(l->report->device, sizeof l->report->device, "%s", ct_backend_reason(net));
@@ -222,23 +223,16 @@ static int run_rung(ladder *l, xp_rung *r)
 
     /* the timed handle: epochs of `chunk` steps, the first of them the warm-up */
     double per_step = calibrated_step(&cal);
-    long chunk, epochs;
-    if (opt->steps > 0) {
-        /* one timed epoch of N steps: each epoch's start costs something (workers, the monitor) */
-        chunk = opt->steps;
-        epochs = 2;
-    } else {
-        chunk = (long)ceil(opt->seconds / CHUNKS / (per_step > 1e-6 ? per_step : 1e-6));
-        epochs = 1000000;
-    }
+    /* --steps N: timed epochs of N steps (each epoch's start costs something: workers, the
+     * monitor), fewer when the training set is shorter; --seconds: epochs until the time is up */
+    long chunk = opt->steps > 0 ? opt->steps : (long)ceil(opt->seconds / CHUNKS / (per_step > 1e-6 ? per_step : 1e-6));
     long most = batch > 0 ? images / batch : 1;
     if (chunk > most)
         chunk = most;
     if (chunk < 1)
         chunk = 1;
     long limit = chunk * batch < images ? chunk * batch : images;
-    if (opt->steps > 0)
-        epochs = 1 + (opt->steps + chunk - 1) / chunk;
+    long epochs = opt->steps > 0 ? 1 + (opt->steps + chunk - 1) / chunk : 1000000;
     char text[3][32];
     snprintf(text[0], sizeof text[0], "%d", batch);
     snprintf(text[1], sizeof text[1], "%ld", limit);
@@ -267,7 +261,8 @@ static int run_rung(ladder *l, xp_rung *r)
     if (ct_backend_note(net)[0])
         snprintf(r->note, sizeof r->note, "%s", ct_backend_note(net));
     if (k == 3 && strcmp(r->backend, "cpu") == 0 && !r->note[0])
-        snprintf(r->note, sizeof r->note, "the CPU computes in fp32 and rounds to half: no tensor cores, only the cost");
+        snprintf(r->note, sizeof r->note, "%s", "the CPU computes in fp32 and rounds to half: no tensor cores, "
+                                                 "only the cost");
     r->status = XP_RAN;
     ct_close(net);
     return CLI_OK;
