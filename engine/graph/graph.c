@@ -418,11 +418,11 @@ ct_status ct_graph_forward(ct_graph *g, int n, int training, ct_err *err)
     return CT_OK;
 }
 
-/* sync_bn's batch norm averages figures over the replicas inside its backward: it runs even for
- * no samples, so that the others' collectives find this replica there. */
+/* Under sync_bn a layer of batch statistics averages figures over the replicas inside its
+ * backward: it runs even for no samples, so that the others' collectives find this replica there. */
 static int backward_is_collective(const ct_graph *g, const ct_layer *l)
 {
-    return l->type == CT_LAYER_BATCHNORM && g->be->bn_sync.mean;
+    return l->def->batch_statistics && g->be->bn_sync.mean;
 }
 
 ct_status ct_graph_backward_each(ct_graph *g, int n, ct_layer_done_fn done, void *ctx, ct_err *err)

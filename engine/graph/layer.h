@@ -74,6 +74,8 @@ typedef struct ct_layer_def {
     int min_inputs, max_inputs;      /* 1, 1 for a layer that reads one producer */
     int aliases_input;               /* the output is the input reinterpreted (flatten): no buffers */
     int fused_activation;            /* takes `activation =` and applies it to its own output */
+    int batch_statistics;            /* normalises with statistics of the batch (batch norm): under
+                                      * sync_bn its forward and backward are collectives */
     /* Config keys of this type beyond `type`, `input(s)` and a fused `activation`: a
      * NULL-terminated list of tables (config/table.h) whose rows leave `mask` 0; the config gives
      * each row the types whose records list its table, so types can share one (ct_weight_keys). */

@@ -49,6 +49,7 @@ static void bn_init(const ct_layer *l, float *gamma, float *beta, float *state, 
 }
 
 const ct_layer_def ct_layer_def_batchnorm = {
-    .min_inputs = 1, .max_inputs = 1, .keys = (const ct_key_table *const[]){&bn_keys, &ct_dtype_keys, NULL},
+    .min_inputs = 1, .max_inputs = 1, .batch_statistics = 1,
+    .keys = (const ct_key_table *const[]){&bn_keys, &ct_dtype_keys, NULL},
     .infer = bn_infer, .flops = bn_flops, .aux_count = bn_aux, .init = bn_init,
 };
