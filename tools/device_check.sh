@@ -251,7 +251,7 @@ fi
     nvcc --version 2>&1 | tail -n 2 || echo "nvcc: not found"
     cmake --version 2>&1 | head -n 1 || echo "cmake: not found"
     echo "ninja $(ninja --version 2>&1 || echo 'not found')"
-    nvidia-smi 2>&1 || echo "nvidia-smi: failed"
+    timeout -k 5 20 nvidia-smi 2>&1 || echo "nvidia-smi: failed or timed out"
 } >>"$LOG" 2>&1
 say "device_check: data $DATA, peer $PEER, out $OUT_DIR"
 
@@ -399,9 +399,10 @@ run_gpu_tests() {
         rc=0
         : >"$TMP/report_one.txt"
         printf '\n===== %s (%s) | at most %ss\n' "$name" "$group" "$secs" >>"$OUT_DIR/ctest.log"
+        # into ctest.log as it runs: a run killed mid-test still shows how far that test got
         env CT_FMNIST_DIR="$DATA" CT_GPU_REPORT="$TMP/report_one.txt" timeout -k 5 "$secs" \
-            ctest --test-dir "$BUILD" -R "^$name\$" -V --timeout 180 >"$out" 2>&1 </dev/null || rc=$?
-        cat "$out" >>"$OUT_DIR/ctest.log"
+            ctest --test-dir "$BUILD" -R "^$name\$" -V --timeout 180 2>&1 </dev/null |
+            tee -a "$OUT_DIR/ctest.log" >"$out" || rc=$?
         sec=$(sed -n "s/.*Test *#[0-9]*: $name .* \([0-9.]*\) sec.*/\1/p" "$out" | tail -n 1)
         if ((rc == 124 || rc == 137)); then
             result="cut off after ${secs}s"
