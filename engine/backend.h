@@ -51,6 +51,9 @@ typedef struct ct_step_scalars {
                               * of its slice draws as element first_sample * (per sample) + i of
                               * the global batch, so N replicas drop what one would. 0 with one
                               * replica; the CUDA backend, which runs one, ignores it */
+    int samples;             /* the global batch's samples, over every replica: sync_bn's running
+                              * variance is unbiased by its rows, which a replayed step reads here
+                              * (the CUDA backend), not from the capture of a replica's slice */
 } ct_step_scalars;
 
 /* One batch for input_submit, in host memory from the device's host_alloc. */

@@ -1,10 +1,13 @@
-// Batch norm with outside statistics: the pieces of sync_bn's batch norm between which the trainer
-// averages per-channel figures over the replicas (engine/cuda/batchnorm.c; cuDNN's batch norm takes
-// no outside statistics). Each follows the CPU backend's synced path (engine/cpu/batchnorm.c):
+// Batch norm step by step, for what cuDNN's legacy batch norm does not do (engine/cuda/batchnorm.c):
+// sync_bn, whose trainer averages per-channel figures over the replicas between the pieces (cuDNN
+// takes no outside statistics), and bf16, in training and in evaluation (cuDNN does not document
+// bf16 for those calls; PyTorch routes bf16 batch norm to kernels of its own too). Each follows the
+// CPU backend (engine/cpu/batchnorm.c; its synced path in training, its forward_eval in evaluation):
 // per-channel sums in double over the rows, the per-channel figures formed in double and rounded to
 // fp32 once, the elementwise passes in fp32 with the _rn intrinsics in the CPU's order (never fused
-// into an FMA). The sums' order differs from the CPU's (its 16 chunks summed by OpenMP threads), so
-// results agree to rounding, not bit for bit.
+// into an FMA), each stored value rounded to its dtype once, as cpu/half.c rounds. The sums' order
+// differs from the CPU's (its 16 chunks summed by OpenMP threads), so results agree to rounding, not
+// bit for bit.
 //
 // The sums: a block is kCols channels by kLanes row lanes over one chunk of rows; lane (tx, ty) sums
 // rows ty, ty + kLanes, ... of its channel, the block adds its lanes in a fixed tree and writes the
@@ -165,14 +168,19 @@ int sums(const void *x, const void *dy, const float *m, long rows, int c, void *
 
 // ---- the per-channel figures of forward and backward (one thread per channel, in double) ----
 
-// save_invstd: the variance in, invstd out; coef: (2c) scale then shift
+// save_invstd: the variance in, invstd out; coef: (2c) scale then shift. The running variance is
+// unbiased by n / (n - 1) for the batch's n rows: *samples * per_sample when samples is given (device
+// memory read as the kernel runs, so that a replayed graph takes the step's global batch), else rows.
 __global__ void normalise_coef_kernel(const float *gamma, const float *beta, const float *save_mean,
                                       float *save_invstd, float *run_mean, float *run_var, float *coef, int c,
-                                      double unbias, float momentum, float eps)
+                                      long long rows, const int *samples, long long per_sample, float momentum,
+                                      float eps)
 {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= c)
         return;
+    const long long n = samples ? (long long)*samples * per_sample : rows;
+    const double unbias = n > 1 ? (double)n / (double)(n - 1) : 1.0;  // one row has none: the biased 0
     const double mean = save_mean[j], var = save_invstd[j];
     const double invstd = 1.0 / sqrt(var + eps);
     save_invstd[j] = (float)invstd;
@@ -180,6 +188,18 @@ __global__ void normalise_coef_kernel(const float *gamma, const float *beta, con
     run_var[j] = (float)((1.0 - momentum) * run_var[j] + momentum * var * unbias);
     coef[j] = (float)(gamma[j] * invstd);
     coef[c + j] = (float)(beta[j] - mean * gamma[j] * invstd);
+}
+
+// coef: (2c) scale then shift from the running statistics (the CPU's ct_cpu_batchnorm_forward_eval)
+__global__ void inference_coef_kernel(const float *gamma, const float *beta, const float *run_mean,
+                                      const float *run_var, float *coef, int c, float eps)
+{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= c)
+        return;
+    const double k = gamma[j] / sqrt((double)run_var[j] + eps);
+    coef[j] = (float)k;
+    coef[c + j] = (float)(beta[j] - run_mean[j] * k);
 }
 
 // coef: (3c) k, a, b
@@ -229,6 +249,23 @@ int launch_elementwise(long long n, F f)
     return f(blocks_for(n), n <= INT_MAX);
 }
 
+// y = x * coef[j] + coef[c + j] over (rows, c) of dtype, rows > 0
+int scale_shift(const void *x, void *y, const float *coef, long rows, int c, int dtype, cudaStream_t s)
+{
+    const long long n = (long long)rows * c;
+    return ct_half::with(dtype, [&](auto tag) {
+        using T = CT_TYPE_OF(tag);
+        return launch_elementwise(n, [&](unsigned blocks, bool narrow_index) {
+            if (narrow_index)
+                scale_shift_kernel<T, unsigned><<<blocks, kThreads, 0, s>>>((const T *)x, (T *)y, coef, (unsigned)n, c);
+            else
+                scale_shift_kernel<T, unsigned long long><<<blocks, kThreads, 0, s>>>((const T *)x, (T *)y, coef,
+                                                                                     (unsigned long long)n, c);
+            return (int)cudaGetLastError();
+        });
+    });
+}
+
 }  // namespace
 
 extern "C" size_t ct_bn_sums_workspace(long rows, int c)
@@ -258,33 +295,40 @@ extern "C" int ct_launch_bn_variance_dt(const void *x, const float *mean, float 
                       (cudaStream_t)stream);
 }
 
-// x, y: (rows, c) dtype; gamma, beta, save_mean, save_invstd, run_mean, run_var: (c) fp32; coef: (2c)
+// x, y: (rows, c) dtype; gamma, beta, save_mean, save_invstd, run_mean, run_var: (c) fp32; coef: (2c);
+// samples: (1) int32 in device memory or NULL
 extern "C" int ct_launch_bn_normalise_dt(const void *x, void *y, const float *gamma, const float *beta,
                                          const float *save_mean, float *save_invstd, float *run_mean, float *run_var,
-                                         float *coef, long rows, int c, double unbias, float momentum, float eps,
-                                         int dtype, void *stream)
+                                         float *coef, long rows, int c, const int *samples, long per_sample,
+                                         float momentum, float eps, int dtype, void *stream)
 {
     if (!ct_half::valid(dtype) || bad_shape(rows, c) || !gamma || !beta || !save_mean || !save_invstd ||
-        !run_mean || !run_var || !coef || (rows > 0 && (!x || !y)))
+        !run_mean || !run_var || !coef || (rows > 0 && (!x || !y)) || (samples && per_sample < 1))
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
     normalise_coef_kernel<<<(unsigned)((c + 255) / 256), 256, 0, s>>>(gamma, beta, save_mean, save_invstd, run_mean,
-                                                                       run_var, coef, c, unbias, momentum, eps);
+                                                                       run_var, coef, c, (long long)rows, samples,
+                                                                       (long long)per_sample, momentum, eps);
     int rc = (int)cudaGetLastError();
     if (rc != (int)cudaSuccess || rows == 0)
         return rc;
-    const long long n = (long long)rows * c;
-    return ct_half::with(dtype, [&](auto tag) {
-        using T = CT_TYPE_OF(tag);
-        return launch_elementwise(n, [&](unsigned blocks, bool narrow_index) {
-            if (narrow_index)
-                scale_shift_kernel<T, unsigned><<<blocks, kThreads, 0, s>>>((const T *)x, (T *)y, coef, (unsigned)n, c);
-            else
-                scale_shift_kernel<T, unsigned long long><<<blocks, kThreads, 0, s>>>((const T *)x, (T *)y, coef,
-                                                                                     (unsigned long long)n, c);
-            return (int)cudaGetLastError();
-        });
-    });
+    return scale_shift(x, y, coef, rows, c, dtype, s);
+}
+
+// x, y: (rows, c) dtype; gamma, beta, run_mean, run_var: (c) fp32; coef: (2c)
+extern "C" int ct_launch_bn_inference_dt(const void *x, void *y, const float *gamma, const float *beta,
+                                         const float *run_mean, const float *run_var, float *coef, long rows, int c,
+                                         float eps, int dtype, void *stream)
+{
+    if (!ct_half::valid(dtype) || bad_shape(rows, c) || !gamma || !beta || !run_mean || !run_var || !coef ||
+        (rows > 0 && (!x || !y)))
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = (cudaStream_t)stream;
+    inference_coef_kernel<<<(unsigned)((c + 255) / 256), 256, 0, s>>>(gamma, beta, run_mean, run_var, coef, c, eps);
+    int rc = (int)cudaGetLastError();
+    if (rc != (int)cudaSuccess || rows == 0)
+        return rc;
+    return scale_shift(x, y, coef, rows, c, dtype, s);
 }
 
 // x, dy: (rows, c) dtype; mean, invstd: (c); sums: (2c); dgamma, dbeta: (c) or NULL

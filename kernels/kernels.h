@@ -49,7 +49,8 @@ extern "C" {
 typedef struct ct_device_step {
     float lr;
     float bias1, bias2;             /* Adam's bias corrections 1 - beta1^t, 1 - beta2^t */
-    float reserved;
+    int samples;                    /* the global batch's samples, over every replica (sync_bn's
+                                     * running variance is unbiased by its rows) */
     unsigned long long dropout_seed;
     unsigned long long first_sample; /* the global batch's index of the replica's first sample */
 } ct_device_step;
@@ -286,10 +287,12 @@ int ct_launch_softmax_xent_scaled(const float *logits, const int *labels, float 
                                   unsigned *correct, int n, int k, float grad_scale, const ct_scaler *scaler,
                                   void *stream);
 
-/* ---- batchnorm.cu: batch norm with outside statistics (sync_bn = on, engine/cuda/batchnorm.c) ----
+/* ---- batchnorm.cu: batch norm step by step (sync_bn = on, and bf16: engine/cuda/batchnorm.c) ----
  *
  * The CPU backend's synced batch norm (engine/cpu/batchnorm.c) step by step, so that the trainer's
- * hook can average each per-channel figure over the replicas in between. x, y, dy, dx: (rows, c)
+ * hook can average each per-channel figure over the replicas in between (with no hook, the batch
+ * norm of one replica's own statistics: bf16, which cuDNN's legacy calls do not document), and its
+ * evaluation from the running statistics. x, y, dy, dx: (rows, c)
  * NHWC in `dtype`; every per-channel vector (c) fp32. Per-channel sums are accumulated in double,
  * as the CPU does (the GPU's double is exact IEEE arithmetic, and these reductions are memory-bound),
  * over chunks of rows whose partial sums go to `workspace` and are then added in chunk order: no
@@ -310,12 +313,21 @@ int ct_launch_bn_variance_dt(const void *x, const float *mean, float *var, long 
                              size_t workspace_bytes, int dtype, void *stream);
 /* Training forward's end, given the global batch's mean (save_mean) and biased variance (held in
  * save_invstd, replaced): invstd = 1 / sqrt(var + eps) in double, save_invstd = invstd, running
- * mean and variance moved by momentum (the variance times `unbias`), then
+ * mean and variance moved by momentum (the variance times n / (n - 1), 1 when n <= 1), then
  * y = x * scale + shift with scale = gamma invstd, shift = beta - mean gamma invstd (fp32, no
- * fused multiply-add, rounded to dtype once). coef: (2c) fp32 scratch for scale and shift. */
+ * fused multiply-add, rounded to dtype once). coef: (2c) fp32 scratch for scale and shift. n, the
+ * batch's rows: *samples * per_sample when samples is given (device memory, read when the kernel
+ * runs: the global batch's samples, which a replayed graph must take from the step, not from its
+ * capture; per_sample >= 1), else rows. */
 int ct_launch_bn_normalise_dt(const void *x, void *y, const float *gamma, const float *beta, const float *save_mean,
                               float *save_invstd, float *run_mean, float *run_var, float *coef, long rows, int c,
-                              double unbias, float momentum, float eps, int dtype, void *stream);
+                              const int *samples, long per_sample, float momentum, float eps, int dtype,
+                              void *stream);
+/* Evaluation: y = x * scale + shift with scale = gamma / sqrt(run_var + eps) and shift = beta -
+ * run_mean scale, formed in double and rounded to fp32 once (the CPU's forward_eval), then the
+ * normalise pass's arithmetic. coef: (2c) fp32 scratch for scale and shift. */
+int ct_launch_bn_inference_dt(const void *x, void *y, const float *gamma, const float *beta, const float *run_mean,
+                              const float *run_var, float *coef, long rows, int c, float eps, int dtype, void *stream);
 /* Backward's per-channel sums: sums[j] = sum_i dy, sums[c + j] = sum_i dy (x - mean[j]) (sums:
  * (2c)); dgamma[j] = sums[c + j] invstd[j] and dbeta[j] = sums[j] (each written, from the double
  * sums; either may be NULL). */

@@ -68,7 +68,8 @@ static ct_status cuda_set_step(ct_backend *be, const ct_step_scalars *s, ct_err 
     CT_CUDA_CHECK(cudaEventSynchronize(cu->step_done[slot]), err);
     cu->step_host[slot] = (ct_device_step){.lr = s->lr, .bias1 = s->bias1, .bias2 = s->bias2,
                                            .dropout_seed = (unsigned long long)s->dropout_seed,
-                                           .first_sample = (unsigned long long)s->first_sample};
+                                           .first_sample = (unsigned long long)s->first_sample,
+                                           .samples = s->samples};
     CT_CUDA_CHECK(cudaMemcpyAsync(cu->step, &cu->step_host[slot], sizeof *cu->step, cudaMemcpyHostToDevice,
                                   cu->compute), err);
     CT_CUDA_CHECK(cudaEventRecord(cu->step_done[slot], cu->compute), err);

@@ -1,15 +1,21 @@
-/* Batch normalisation through cuDNN, NHWC, x, y, dy and dx in the layer's dtype (fp32, fp16 or
- * bf16; cuDNN computes in fp32 and rounds y and dx once) with gamma, beta and the statistics fp32
- * in every precision (cuDNN's derived parameter descriptor is fp32 for half data): spatial (per channel over n*h*w) in
- * CUDNN_BATCHNORM_SPATIAL, not the faster SPATIAL_PERSISTENT, which cudnn_ops.h says "imposes some
- * limits on the range of values" and PyTorch's cuDNN batch norm notes loses accuracy with. aux
- * keeps the batch (mean[c], invstd[c]) as the CPU backend does; state keeps (running mean[c],
- * running var[c]). The tensor descriptors are made once per shape and cached.
+/* Batch normalisation on the GPU, NHWC, x, y, dy and dx in the layer's dtype (fp32, fp16 or bf16)
+ * with gamma, beta and the statistics fp32 in every precision. aux keeps the batch (mean[c],
+ * invstd[c]) as the CPU backend does; state keeps (running mean[c], running var[c]).
  *
- * sync_bn = on (the trainer sets be->bn_sync for a training step): cuDNN takes no outside
- * statistics, so kernels of our own (kernels/batchnorm.cu) do the CPU backend's synced batch norm
- * step by step, the hook averaging the per-channel figures over the replicas in between, all in
- * stream order on the compute stream (the hook's collectives join back into it). */
+ * fp32 and fp16 go through cuDNN's legacy batch norm, which computes in fp32 and rounds y and dx
+ * once (its derived parameter descriptor is fp32 for half data): spatial (per channel over n*h*w)
+ * in CUDNN_BATCHNORM_SPATIAL, not the faster SPATIAL_PERSISTENT, which cudnn_ops.h says "imposes
+ * some limits on the range of values" and PyTorch's cuDNN batch norm notes loses accuracy with. The
+ * tensor descriptors are made once per shape and cached.
+ *
+ * Kernels of our own (kernels/batchnorm.cu) do the CPU backend's batch norm step by step for the
+ * rest, all in stream order on the compute stream, their scratch from the workspace:
+ * - sync_bn = on (the trainer sets be->bn_sync for a training step): cuDNN takes no outside
+ *   statistics, so the hook averages the per-channel figures over the replicas between the
+ *   kernels (its collectives join back into the compute stream);
+ * - bf16, in training the same kernels with no hook (the replica's own statistics), in
+ *   evaluation a scale and shift from the running statistics: cuDNN documents no bf16 for its
+ *   legacy batch norm, and PyTorch never sends bf16 batch norm to it either. */
 #include <string.h>
 
 #include "cuda/layer_common.h"
@@ -34,8 +40,8 @@ static void bn_entry_destroy(void *entry)
     memset(e, 0, sizeof *e);
 }
 
-// entry: zeroed but for its key; x: (n, h, w, c) NHWC of the key's dtype; param: cuDNN's derived
-// (1, c, 1, 1) for the spatial mode, fp32 for fp32, fp16 and bf16 data alike
+// entry: zeroed but for its key; x: (n, h, w, c) NHWC of the key's dtype (fp32 or fp16: bf16 takes
+// our kernels); param: cuDNN's derived (1, c, 1, 1) for the spatial mode, fp32 for both
 static ct_status bn_entry_make(ct_cuda *cu, const void *how, void *entry, ct_err *err)
 {
     (void)cu;
@@ -43,9 +49,7 @@ static ct_status bn_entry_make(ct_cuda *cu, const void *how, void *entry, ct_err
     bn_entry *e = entry;
     const bn_key *k = &e->key;
     CT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->x), err);
-    cudnnDataType_t type = k->dtype == CT_DTYPE_F16    ? CUDNN_DATA_HALF
-                           : k->dtype == CT_DTYPE_BF16 ? CUDNN_DATA_BFLOAT16
-                                                       : CUDNN_DATA_FLOAT;
+    cudnnDataType_t type = k->dtype == CT_DTYPE_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
     CT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NHWC, type, k->n, k->c, k->h, k->w), err);
     CT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->param), err);
     CT_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(e->param, e->x, CUDNN_BATCHNORM_SPATIAL), err);
@@ -68,6 +72,9 @@ static ct_status bn_prepare(ct_backend *be, const ct_layer *l, int n, bn_entry *
     if (!ct_cuda_dnn_fits_int((size_t)n, (size_t)s.h, (size_t)s.w, (size_t)s.c))
         return ct_fail(err, CT_ERR_BACKEND,
                        "a batch of %d is too large for cuDNN's 32-bit tensor indexing in this layer", n);
+    if (l->dtype != CT_DTYPE_F32 && l->dtype != CT_DTYPE_F16)
+        return ct_fail(err, CT_ERR_INTERNAL, "cuDNN's batch norm is for fp32 and fp16 layers, not %s",
+                       ct_dtype_name(l->dtype));
     ct_cuda *cu = ct_cuda_of(be);
     bn_key key = {n, s.h, s.w, s.c, (int)l->dtype};
     void *entry = NULL;
@@ -173,13 +180,14 @@ static ct_status batchnorm_backward(ct_backend *be, ct_layer *l, int n, ct_err *
     return l->dx[0] ? ct_cuda_grad_end(be, l, 0, n, l->dtype, dx, err) : CT_OK;
 }
 
-/* ---- sync_bn = on: the global batch's statistics through the trainer's hook ---- */
+/* ---- our kernels: sync_bn = on, and bf16 ---- */
 
 static size_t round256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
-/* The synced path's pieces of the workspace after the staging: per-channel coefficients (3c fp32:
- * scale, shift in forward; k, a, b in backward), the hook's sums (2c fp32) and the partial sums. */
-static size_t synced_bytes(const ct_layer *l, int n)
+/* The kernels' pieces of the workspace after the staging: per-channel coefficients (3c fp32:
+ * scale, shift in forward and evaluation; k, a, b in backward), the hook's sums (2c fp32) and the
+ * partial sums. */
+static size_t kernel_bytes(const ct_layer *l, int n)
 {
     int c = l->in_shape.c;
     long rows = (long)n * l->in_shape.h * l->in_shape.w;
@@ -187,8 +195,8 @@ static size_t synced_bytes(const ct_layer *l, int n)
            round256(ct_bn_sums_workspace(rows, c));
 }
 
-/* The scratch of the synced path from the stage: coef (3c), sums (2c), partials. */
-static ct_status synced_scratch(const ct_layer *l, long rows, ct_cuda_stage *stage, float **coef, float **sums,
+/* The kernels' scratch from the stage: coef (3c), sums (2c), partials. */
+static ct_status kernel_scratch(const ct_layer *l, long rows, ct_cuda_stage *stage, float **coef, float **sums,
                                 void **partials, size_t *partial_bytes, ct_err *err)
 {
     int c = l->in_shape.c;
@@ -201,18 +209,31 @@ static ct_status synced_scratch(const ct_layer *l, long rows, ct_cuda_stage *sta
     return st;
 }
 
-/* The CPU's forward_train_synced: this replica's per-channel mean through the hook (-> the global
- * mean), then its variance about that mean through the hook (-> the global biased variance), then
- * normalise with them; the running variance unbiased with the global batch's rows.
- * x: (n, h, w, c) any dtype (cast to the layer's); y: (n, h, w, c) l->dtype; n may be 0 */
-static ct_status forward_synced(ct_backend *be, ct_layer *l, int n, ct_err *err)
+/* The global batch's samples the last set_step gave (the host's copy): what the normalise kernel
+ * will read on the device. */
+static int step_samples(const ct_cuda *cu)
+{
+    return cu->step_host[(cu->step_next + cu->step_slots - 1) % cu->step_slots].samples;
+}
+
+/* The CPU's forward_train_synced: the per-channel mean (through the hook, when there is one: -> the
+ * global mean), then the variance about that mean (likewise -> the global biased variance), then
+ * normalise with them. The running variance is unbiased with the batch's rows: synced, the global
+ * batch's, which the kernel reads from the step's scalars on the device (a captured step is keyed
+ * on this replica's slice, which the same slice of another global batch shares); else this
+ * replica's own, fixed with the capture.
+ * x: (n, h, w, c) any dtype (cast to the layer's); y: (n, h, w, c) l->dtype; n may be 0 when synced */
+static ct_status forward_kernels(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
-    const ct_bn_sync *sync = &be->bn_sync;
+    const ct_bn_sync *sync = be->bn_sync.mean ? &be->bn_sync : NULL;
     const int c = l->out.c, hw = l->out.h * l->out.w;
     const long rows = (long)n * hw;
     if (!l->aux)
         return ct_fail(err, CT_ERR_INTERNAL, "batch norm has no tensor for its saved statistics");
+    if (sync && step_samples(cu) != sync->total)
+        return ct_fail(err, CT_ERR_INTERNAL, "sync_bn over a global batch of %d, but the step's scalars say %d",
+                       sync->total, step_samples(cu));
     float *save_mean = ct_f32(l->aux), *save_invstd = save_mean + c;
     float *run_mean = ct_f32(l->state), *run_var = run_mean + c;
     ct_cuda_stage stage;
@@ -223,34 +244,56 @@ static ct_status forward_synced(ct_backend *be, ct_layer *l, int n, ct_err *err)
     size_t partial_bytes = 0;
     ct_status st = ct_cuda_input_as(be, l, 0, n, l->dtype, &stage, &x, err);
     if (st == CT_OK)
-        st = synced_scratch(l, rows, &stage, &coef, &sums, &partials, &partial_bytes, err);
+        st = kernel_scratch(l, rows, &stage, &coef, &sums, &partials, &partial_bytes, err);
     if (st != CT_OK)
         return st;
     int dt = (int)l->dtype;
     CT_CUDA_CHECK(ct_launch_bn_mean_dt(x, save_mean, rows, c, partials, partial_bytes, dt, cu->compute), err);
-    if ((st = sync->mean(sync->ctx, save_mean, c, err)) != CT_OK)
+    if (sync && (st = sync->mean(sync->ctx, save_mean, c, err)) != CT_OK)
         return st;
     float *var = save_invstd;  /* the variance until it becomes invstd */
     CT_CUDA_CHECK(ct_launch_bn_variance_dt(x, save_mean, var, rows, c, partials, partial_bytes, dt, cu->compute), err);
-    if ((st = sync->mean(sync->ctx, var, c, err)) != CT_OK)
+    if (sync && (st = sync->mean(sync->ctx, var, c, err)) != CT_OK)
         return st;
-    const long rows_total = (long)sync->total * hw;
-    const double unbias = rows_total > 1 ? (double)rows_total / (double)(rows_total - 1) : 1.0;
     CT_CUDA_CHECK(ct_launch_bn_normalise_dt(x, l->y->data, ct_f32(l->w), ct_f32(l->b), save_mean, save_invstd,
-                                            run_mean, run_var, coef, rows, c, unbias, l->cfg->momentum,
-                                            l->cfg->epsilon, dt, cu->compute), err);
+                                            run_mean, run_var, coef, rows, c, sync ? &cu->step->samples : NULL, hw,
+                                            l->cfg->momentum, l->cfg->epsilon, dt, cu->compute), err);
     return CT_OK;
 }
 
-/* The CPU's backward_synced: this replica's sums of dy and dy (x - mean) through the hook (their
- * weighted mean over the replicas), dgamma and dbeta from its own sums, dx from the averaged ones
- * over its own rows (each replica's dy is its own loss's gradient, scaled by 1 / its samples).
- * x: (n, h, w, c) any dtype (cast); dy: (n, h, w, c) l->dtype; dx: like x in its producer's dtype or
- * NULL, written or added to (l->dx_accumulate); dgamma (dw), dbeta (db): (c) fp32, written; n may be 0 */
-static ct_status backward_synced(ct_backend *be, ct_layer *l, int n, ct_err *err)
+/* Evaluation: y = x scale + shift per channel from the running statistics (the CPU's forward_eval).
+ * x: (n, h, w, c) any dtype (cast to the layer's); y: (n, h, w, c) l->dtype; state: read */
+static ct_status inference_kernels(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
-    const ct_bn_sync *sync = &be->bn_sync;
+    const int c = l->out.c;
+    const float *run_mean = ct_f32(l->state), *run_var = run_mean + c;
+    ct_cuda_stage stage;
+    ct_cuda_stage_begin(cu, 0, &stage);
+    const void *x = NULL;
+    float *coef = NULL;
+    ct_status st = ct_cuda_input_as(be, l, 0, n, l->dtype, &stage, &x, err);
+    if (st == CT_OK)
+        st = ct_cuda_stage_take(&stage, 2 * (size_t)c * sizeof(float), (void **)&coef, err);
+    if (st != CT_OK)
+        return st;
+    CT_CUDA_CHECK(ct_launch_bn_inference_dt(x, l->y->data, ct_f32(l->w), ct_f32(l->b), run_mean, run_var, coef,
+                                            (long)n * l->out.h * l->out.w, c, l->cfg->epsilon, (int)l->dtype,
+                                            cu->compute), err);
+    return CT_OK;
+}
+
+/* The CPU's backward_synced: the sums of dy and dy (x - mean) (through the hook, when there is
+ * one: their weighted mean over the replicas), dgamma and dbeta from this replica's own sums, dx
+ * from the (averaged) ones over its own rows (each replica's dy is its own loss's gradient, scaled
+ * by 1 / its samples). With no hook this is the CPU's ct_cpu_batchnorm_backward.
+ * x: (n, h, w, c) any dtype (cast); dy: (n, h, w, c) l->dtype; dx: like x in its producer's dtype or
+ * NULL, written or added to (l->dx_accumulate); dgamma (dw), dbeta (db): (c) fp32, written; n may be
+ * 0 when synced */
+static ct_status backward_kernels(ct_backend *be, ct_layer *l, int n, ct_err *err)
+{
+    ct_cuda *cu = ct_cuda_of(be);
+    const ct_bn_sync *sync = be->bn_sync.mean ? &be->bn_sync : NULL;
     const int c = l->out.c;
     const long rows = (long)n * l->out.h * l->out.w;
     if (!l->aux || !l->dw || !l->db)
@@ -267,15 +310,17 @@ static ct_status backward_synced(ct_backend *be, ct_layer *l, int n, ct_err *err
     if (st == CT_OK)
         st = ct_cuda_grad_begin(l, 0, n, l->dtype, &stage, &dx, &accumulate, err);
     if (st == CT_OK)
-        st = synced_scratch(l, rows, &stage, &coef, &sums, &partials, &partial_bytes, err);
+        st = kernel_scratch(l, rows, &stage, &coef, &sums, &partials, &partial_bytes, err);
     if (st != CT_OK)
         return st;
     int dt = (int)l->dtype;
     CT_CUDA_CHECK(ct_launch_bn_backward_sums_dt(x, l->dy->data, save_mean, save_invstd, sums, ct_f32(l->dw),
                                                 ct_f32(l->db), rows, c, partials, partial_bytes, dt, cu->compute),
                   err);
-    if ((st = sync->mean(sync->ctx, sums, 2 * c, err)) != CT_OK || !dx || rows == 0)
+    if (sync && (st = sync->mean(sync->ctx, sums, 2 * c, err)) != CT_OK)
         return st;
+    if (!dx || rows == 0)
+        return CT_OK;
     CT_CUDA_CHECK(ct_launch_bn_backward_dx_dt(x, l->dy->data, ct_f32(l->w), save_mean, save_invstd, sums, dx, coef,
                                               rows, c, accumulate, dt, cu->compute), err);
     return ct_cuda_grad_end(be, l, 0, n, l->dtype, dx, err);
@@ -285,27 +330,37 @@ static ct_status backward_synced(ct_backend *be, ct_layer *l, int n, ct_err *err
 static ct_status batchnorm_forward_op(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
 {
     ct_status st = ct_cuda_check_layer(l, n, err);
+    const int synced = training && be->bn_sync.mean;
     /* synced, a replica with no samples still takes part in the hook's collectives */
-    if (st == CT_OK && training && be->bn_sync.mean)
-        return ct_cuda_named(l, forward_synced(be, l, n, err), err);
-    return st != CT_OK || n == 0 ? st : ct_cuda_named(l, batchnorm_forward(be, l, n, training, err), err);
+    if (st != CT_OK || (n == 0 && !synced))
+        return st;
+    if (synced || l->dtype == CT_DTYPE_BF16)
+        st = training ? forward_kernels(be, l, n, err) : inference_kernels(be, l, n, err);
+    else
+        st = batchnorm_forward(be, l, n, training, err);
+    return ct_cuda_named(l, st, err);
 }
 
-// dy: (n, h, w, c) l->dtype -> dx (same, its dtype), dgamma, dbeta (c) fp32, written (dx added to where l->dx_accumulate
-// says); failures name the layer
+// dy: (n, h, w, c) l->dtype -> dx (same, its dtype), dgamma, dbeta (c) fp32, written (dx added to where
+// l->dx_accumulate says); failures name the layer
 static ct_status batchnorm_backward_op(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     ct_status st = ct_cuda_check_layer(l, n, err);
-    if (st == CT_OK && be->bn_sync.mean)
-        return ct_cuda_named(l, backward_synced(be, l, n, err), err);
-    return st != CT_OK || n == 0 ? st : ct_cuda_named(l, batchnorm_backward(be, l, n, err), err);
+    const int synced = be->bn_sync.mean != NULL;
+    if (st != CT_OK || (n == 0 && !synced))
+        return st;
+    if (synced || l->dtype == CT_DTYPE_BF16)
+        st = backward_kernels(be, l, n, err);
+    else
+        st = batchnorm_backward(be, l, n, err);
+    return ct_cuda_named(l, st, err);
 }
 
-/* The staging, and the synced path's scratch (sized whether or not a step will take it: sync_bn
- * is the trainer's per step, the workspace the backend's at binding) */
+/* The staging, and our kernels' scratch (sized whatever the dtype and whether or not a step will
+ * take it: sync_bn is the trainer's per step, the workspace the backend's at binding) */
 static size_t batchnorm_workspace(ct_backend *be, const ct_layer *l, int n)
 {
-    return ct_cuda_stage_workspace(be, l, n) + synced_bytes(l, n);
+    return ct_cuda_stage_workspace(be, l, n) + kernel_bytes(l, n);
 }
 
 const ct_layer_ops ct_cuda_batchnorm_ops = {

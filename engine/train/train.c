@@ -215,6 +215,7 @@ static ct_status replica_step(ct_net *net, int i, const ct_step_scalars *s, int 
     ct_step_key key = {step_work, &r->graph, ctx.n};
     ct_step_scalars mine = *s;
     mine.first_sample = slice_start(net, rank, n);
+    mine.samples = n;
     ct_status st = r->be->ops->set_step(r->be, &mine, err);
     /* a traced step runs directly: a replayed capture would skip the work that records events */
     if (st == CT_OK)
