@@ -102,8 +102,11 @@ static int layer_kernels(const ct_layer *l)
     }
     case CT_LAYER_CONV2D:   /* convolution, bias + activation; filter and data gradients, bias sums */
         return 2 + act + 1 + dx + (l->b_count ? 1 : 0);
-    case CT_LAYER_BATCHNORM: /* cuDNN's training forward and its backward (which always makes dx) */
-        return 2;
+    case CT_LAYER_BATCHNORM: /* cuDNN's training forward and its backward (which always makes dx);
+                              * bf16 takes the backend's own kernels: mean, variance (a sum and its
+                              * finish each), coefficients and the normalising pass; backward's sums
+                              * (two), coefficients and dx */
+        return l->dtype == CT_DTYPE_BF16 ? 10 : 2;
     case CT_LAYER_ADD:
         return 1 + act + act + dx;
     case CT_LAYER_CONCAT:    /* one copy per input each way */
