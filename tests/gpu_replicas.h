@@ -9,7 +9,6 @@
 #ifndef CT_GPU_REPLICAS_H
 #define CT_GPU_REPLICAS_H
 
-#include <math.h>
 #include <string.h>
 
 #include "api/handle.h"
@@ -48,17 +47,6 @@ static inline float *gpu_params(ct_net *net, int rank, size_t *count)
     GPU_OK(cudaDeviceSynchronize());
     GPU_OK(cudaMemcpy(host, p->data, ct_tensor_bytes(p), cudaMemcpyDeviceToHost));
     return host;
-}
-
-/* ||a - b|| / ||b|| over count values */
-static inline double gpu_relative_difference(const float *a, const float *b, size_t count)
-{
-    double diff = 0.0, norm = 0.0;
-    for (size_t i = 0; i < count; i++) {
-        diff += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        norm += (double)b[i] * b[i];
-    }
-    return norm > 0 ? sqrt(diff) / sqrt(norm) : sqrt(diff);
 }
 
 #endif

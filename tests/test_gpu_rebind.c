@@ -12,7 +12,6 @@
  * TOL_FRESH_MOMENTS: that backend measures its own algorithms and may pick other deterministic
  * ones, so the two agree to rounding, not bit for bit. Every backend here runs deterministic
  * algorithms with TF32 off. Exits 77 (skipped) without a GPU. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,26 +205,13 @@ static void drop(state *s)
     memset(s, 0, sizeof *s);
 }
 
-/* ||a - b|| / ||b|| over n values in double; INFINITY when either holds a NaN or inf. */
-static double relative(const float *a, const float *b, size_t n)
-{
-    double diff = 0.0, norm = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(a[i]) || !isfinite(b[i]))
-            return INFINITY;
-        diff += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        norm += (double)b[i] * b[i];
-    }
-    return norm > 0 ? sqrt(diff / norm) : sqrt(diff);
-}
-
 /* tol < 0: bit for bit; else within tol relative. The figures are printed either way. */
 static void check_buffer(const char *what, const char *buf, const float *a, const float *b, size_t n, double tol)
 {
     size_t differ = 0;
     for (size_t i = 0; i < n; i++)
         differ += memcmp(&a[i], &b[i], sizeof(float)) != 0;
-    double rel = relative(a, b, n);
+    double rel = gpu_relative_difference(a, b, n);
     int ok = tol < 0 ? differ == 0 : rel <= tol;
     printf("%-34s %-7s %zu of %zu values differ, relative %.3g (%s)%s\n", what, buf, differ, n, rel,
            tol < 0 ? "bit for bit" : "within a tolerance", ok ? "" : "  FAIL");
