@@ -2,9 +2,9 @@
  * on a Fashion-MNIST subset whose 2010 samples at batch 100 end with a partial batch of 10 (the
  * replicas' weighted mean), opened on given devices, and its parameters read back from a
  * replica's GPU. No batch norm, dropout or augmentation: one replica's step is the others' mean.
- * No convolution either, so no cuDNN algorithm search: two networks opened apart run the same
- * cuBLASLt algorithms (chosen by heuristic, not by timing). comm_timeout = 20 s: a collective that
- * stalls is named by the communicator's watchdog well inside ctest's timeout for the test.
+ * No convolution either, so no cuDNN algorithm search: two networks opened apart at one batch run
+ * the same cuBLASLt algorithms (chosen by heuristic, not by timing). comm_timeout = 20 s: a
+ * collective that stalls is named by the communicator's watchdog well inside ctest's timeout.
  * Include inside #ifdef CUTRAIN_HAVE_CUDA, after tests/gpu_test.h. */
 #ifndef CT_GPU_REPLICAS_H
 #define CT_GPU_REPLICAS_H
