@@ -5,6 +5,7 @@
 #ifndef CT_GPU_TEST_H
 #define CT_GPU_TEST_H
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,20 @@ static inline void *xmalloc(size_t bytes)
         exit(1);
     }
     return p;
+}
+
+/* ||a - b|| / ||b|| over count values, in double (||a - b|| when b is all zeros); INFINITY when
+ * either side holds a NaN or an inf. */
+static inline double gpu_relative_difference(const float *a, const float *b, size_t count)
+{
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < count; i++) {
+        if (!isfinite(a[i]) || !isfinite(b[i]))
+            return INFINITY;
+        diff += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        norm += (double)b[i] * b[i];
+    }
+    return norm > 0 ? sqrt(diff / norm) : sqrt(diff);
 }
 
 /* A figure for the device check's table: printed, and appended to the file $CT_GPU_REPORT names

@@ -191,6 +191,7 @@ static void test_synthetic_and_defaults(void)
         "devices = cpu\n"
         "graph = auto\n"
         "deterministic = on\n"
+        "tf32 = off\n"
         "[fc]\n"
         "type = dense\n"
         "units = 4\n";
@@ -220,6 +221,7 @@ static void test_synthetic_and_defaults(void)
     CHECK(strcmp(cfg.train.devices, "cpu") == 0);
     CHECK(cfg.train.graph == -1);
     CHECK(cfg.train.deterministic == 1);
+    CHECK(cfg.train.tf32 == 0);
     ct_config_free(&cfg);
 
     /* only the required keys: everything else is a default */
@@ -250,6 +252,7 @@ static void test_synthetic_and_defaults(void)
     CHECK(strcmp(t->devices, "all") == 0);
     CHECK(t->graph == -1 && t->seed == 42 && t->threads == 0);
     CHECK(t->deterministic == 0);
+    CHECK(t->tf32 == 1);  /* PyTorch's cuDNN default */
     /* the batch: a number; max and auto keep 10% free, go up to the training set, measure 30 s */
     CHECK(t->batch_mode == CT_BATCH_FIXED && t->batch_line == 0);
     CHECK_NEAR(t->memory_margin, 0.10, 1e-7);
@@ -308,19 +311,21 @@ static void test_set(void)
     CHECK(ct_ini_set(&ini, "data.workers", "8", &err) == CT_OK);
     CHECK(ct_ini_set(&ini, "data.pipeline", "sync", &err) == CT_OK);
     CHECK(ct_ini_set(&ini, "train.deterministic", "on", &err) == CT_OK);
+    CHECK(ct_ini_set(&ini, "train.tf32", "off", &err) == CT_OK);
     ct_status st = ct_config_load(&cfg, &ini, &err);
     CHECK_MSG(st == CT_OK, "%s", err.msg);
     if (st == CT_OK) {
         CHECK(cfg.train.batch == 128 && cfg.train.epochs == 2 && cfg.layers[0].filters == 8);
         CHECK(cfg.data.workers == 8 && cfg.data.pipeline == CT_PIPELINE_SYNC);
-        CHECK(cfg.train.deterministic == 1);
+        CHECK(cfg.train.deterministic == 1 && cfg.train.tf32 == 0);
         ct_config_free(&cfg);
     }
     CHECK(ct_ini_set(&ini, "train.deterministic", "off", &err) == CT_OK);
+    CHECK(ct_ini_set(&ini, "train.tf32", "on", &err) == CT_OK);
     st = ct_config_load(&cfg, &ini, &err);
     CHECK_MSG(st == CT_OK, "%s", err.msg);
     if (st == CT_OK) {
-        CHECK(cfg.train.deterministic == 0);
+        CHECK(cfg.train.deterministic == 0 && cfg.train.tf32 == 1);
         ct_config_free(&cfg);
     }
     CHECK(ct_ini_set(&ini, "train.deterministic", "always", &err) == CT_OK);
@@ -464,6 +469,7 @@ static const bad_case bad_cases[] = {
     {"bad graph", SYN "[train]\ngraph = sometimes\n" FC, 4, "bad value 'sometimes' for graph; expected on, off or auto"},
     {"bad deterministic", SYN "[train]\nepochs = 2\ndeterministic = mostly\n" FC, 5,
      "bad boolean 'mostly' for deterministic; expected on, off,"},
+    {"bad tf32", SYN "[train]\nepochs = 2\ntf32 = maybe\n" FC, 5, "bad boolean 'maybe' for tf32; expected on, off,"},
     {"deterministic in a layer", SYN "[c]\ntype = conv2d\nfilters = 2\nsize = 3\ndeterministic = on\n", 7,
      "unknown key 'deterministic' in [c]"},
     {"classes 1", "[data]\nformat = synthetic\nclasses = 1\n" FC, 3, "classes must be between 2 and 256, got 1"},

@@ -5,8 +5,13 @@
  * subset (2946 samples at batch 64: 47 steps, the last of 2 samples), one epoch of SGD (no
  * adaptive step to scale rounding noise up; the convolution has no bias, which batch norm would
  * take away), parameters and running statistics within TOL_PARAMS relative and test accuracy
- * within 0.01. The two differ only in rounding (other reductions, other orders), so their
- * parameters are not bit-identical: that shows the synced path ran. Exits 77 without a GPU. */
+ * within 0.01. Both runs have tf32 = off and deterministic = on: each run's backend measures its
+ * own convolution algorithms, which may differ between the two, but deterministic fp32 ones
+ * without TF32 differ from each other only in the order they add in, as the two batch norms do
+ * (other reductions, other orders); so the parameters agree to fp32 rounding grown over 47 steps
+ * and are not bit-identical: that shows the synced path ran. comm_timeout = 20 s: a stalled
+ * collective is named by the communicator's watchdog well inside ctest's timeout. Exits 77 without
+ * a GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +33,7 @@ static const char *const BN_NET =
     "test = %s/t10k-images-idx3-ubyte.gz\ntest_labels = %s/t10k-labels-idx1-ubyte.gz\n"
     "normalize = 0.2860, 0.3530\ntrain_limit = 2946\ntest_limit = 1000\n"
     "[train]\nepochs = 1\nbatch = 64\noptimizer = sgd\nlearning_rate = 0.05\nprecision = fp32\n"
-    "devices = 0\ncomm = nccl\n"
+    "devices = 0\ncomm = nccl\ncomm_timeout = 20\ntf32 = off\ndeterministic = on\n"
     "[conv]\ntype = conv2d\nfilters = 8\nsize = 3\nstride = 2\nbias = off\n"
     "[bn]\ntype = batchnorm\n"
     "[relu]\ntype = activation\nactivation = relu\n"

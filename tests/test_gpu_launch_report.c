@@ -1,7 +1,8 @@
 /* The many-small-layers check on a real GPU: the report models the visible GPU (its name, SM
  * count as the runtime reports it, a plausible bandwidth), not the H100-class model, and training
- * tiny_layers.ini on it prints the warning right after the backend line. Exits 77 (skipped)
- * without a GPU. */
+ * tiny_layers.ini on it prints the warning right after the backend line. devices = all trains over
+ * NCCL where several GPUs are visible; comm_timeout = 20 s lets the communicator's watchdog, not
+ * ctest, name a stalled collective. Exits 77 (skipped) without a GPU. */
 #define _DEFAULT_SOURCE
 #include "tests/test_util.h"
 
@@ -11,7 +12,7 @@
 
 static const char *const NET =
     "[data]\nformat = synthetic\nshape = 8, 8, 1\nclasses = 4\ncount = 512\ntest_count = 0\n"
-    "[train]\nbatch = 64\ndevices = all\n"
+    "[train]\nbatch = 64\ndevices = all\ncomm_timeout = 20\n"
     "[flat]\ntype = flatten\n"
     "[a]\ntype = dense\nunits = 32\nactivation = relu\n"
     "[b]\ntype = dense\nunits = 32\nactivation = relu\n"

@@ -4,9 +4,14 @@
  * evaluation, not replay the training step (the parameters stay as they are, the loss is the
  * direct evaluation's); then the network is freed and bound again on the same backend (new
  * buffers) and trains K steps through run_step once more: its parameters, moments and batch-norm
- * statistics must be bit for bit those of a fresh network on a fresh backend, and its evaluation
- * the fresh one's. A capture that outlived its network's buffers, or was keyed on the batch size
- * alone, fails this. Exits 77 (skipped) without a GPU. */
+ * statistics must be bit for bit those of the first binding, and its evaluation the first one's.
+ * Same backend, same cached algorithm choices, deterministic ones: a capture that outlived its
+ * network's buffers, or was keyed on the batch size alone, is all that can part them.
+ *
+ * Both bindings are also compared with a fresh network on a fresh backend, within TOL_FRESH and
+ * TOL_FRESH_MOMENTS: that backend measures its own algorithms and may pick other deterministic
+ * ones, so the two agree to rounding, not bit for bit. Every backend here runs deterministic
+ * algorithms with TF32 off. Exits 77 (skipped) without a GPU. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +24,24 @@
 
 enum { K = 4, BATCH = 24, CLASSES = 10 };
 enum { SALT_DROPOUT = 0x44524f50 };  /* train.c's salt for the dropout seeds */
+
+/* Every backend of the test: graphs on, plain fp32 convolutions, deterministic algorithms (the
+ * same bits every run on one backend, so that anything else that parts two runs on it shows). */
+static const ct_cuda_options OPTIONS = {.graphs = 1, .allow_tf32 = 0, .deterministic = 1};
+
+/* Against the fresh backend (norm-wise relative). Its algorithms may add in another order: about
+ * 1e-7 relative per convolution output, grown over K steps to about 1e-6 in the parameters. The
+ * tolerances leave room for the one event that moves more: a max-pool window whose two largest
+ * values lie within that rounding of each other picks another cell on one side and routes that
+ * window's gradient elsewhere, about 1/sqrt(windows) (1.4% here) of a step's gradient in the
+ * layers below it, which Adam's moments carry in full and the parameters as a fraction of lr.
+ * A fresh network that trained other steps, another count of them or from other weights is off
+ * by percents. The evaluation loss sum: as the parameters. */
+#define TOL_FRESH 1e-3
+#define TOL_FRESH_MOMENTS 1e-2
+/* Evaluation loss sums on one backend: the same bits per sample, added on the device in float
+ * (with atomics, in any order) */
+#define TOL_SAME_LOSS 1e-5
 
 static const char *const NET =
     "[data]\nformat = synthetic\nshape = 10, 10, 3\nclasses = 10\ncount = 96\ntest_count = 0\n"
@@ -182,24 +205,43 @@ static void drop(state *s)
     memset(s, 0, sizeof *s);
 }
 
-static void same_bits(const char *what, const char *buf, const float *a, const float *b, size_t n)
+/* tol < 0: bit for bit; else within tol relative. The figures are printed either way. */
+static void check_buffer(const char *what, const char *buf, const float *a, const float *b, size_t n, double tol)
 {
     size_t differ = 0;
     for (size_t i = 0; i < n; i++)
         differ += memcmp(&a[i], &b[i], sizeof(float)) != 0;
-    printf("%-34s %-7s %s (%zu values)\n", what, buf, differ ? "DIFFER" : "bit-identical", n);
-    CHECK_MSG(differ == 0, "%s: %s: %zu of %zu values differ", what, buf, differ, n);
+    double rel = gpu_relative_difference(a, b, n);
+    int ok = tol < 0 ? differ == 0 : rel <= tol;
+    printf("%-34s %-7s %zu of %zu values differ, relative %.3g (%s)%s\n", what, buf, differ, n, rel,
+           tol < 0 ? "bit for bit" : "within a tolerance", ok ? "" : "  FAIL");
+    if (tol < 0)
+        CHECK_MSG(ok, "%s: %s: %zu of %zu values differ (relative %.3g)", what, buf, differ, n, rel);
+    else
+        CHECK_MSG(ok, "%s: %s: relative difference %.3g over %g", what, buf, rel, tol);
 }
 
-static void compare(const char *what, const state *a, const state *b)
+/* Bit for bit (tol < 0), or parameters and statistics within tol and the moments within
+ * tol_moments. */
+static void compare(const char *what, const state *a, const state *b, double tol, double tol_moments)
 {
     CHECK(a->span == b->span && a->n_state == b->n_state);
     if (a->span != b->span || a->n_state != b->n_state)
         return;
-    same_bits(what, "params", a->params, b->params, a->span);
-    same_bits(what, "adam m", a->m, b->m, a->span);
-    same_bits(what, "adam v", a->v, b->v, a->span);
-    same_bits(what, "bn", a->bn, b->bn, a->n_state);
+    check_buffer(what, "params", a->params, b->params, a->span, tol);
+    check_buffer(what, "adam m", a->m, b->m, a->span, tol_moments);
+    check_buffer(what, "adam v", a->v, b->v, a->span, tol_moments);
+    check_buffer(what, "bn", a->bn, b->bn, a->n_state, tol);
+}
+
+static void same_bits(const char *what, const state *a, const state *b)
+{
+    compare(what, a, b, -1.0, -1.0);
+}
+
+static void near_fresh(const char *what, const state *a, const state *fresh)
+{
+    compare(what, a, fresh, TOL_FRESH, TOL_FRESH_MOMENTS);
 }
 
 /* Builds and binds the network on be at BATCH. */
@@ -219,8 +261,7 @@ static int fresh_run(ct_net *net, state *s, double *eval_loss)
     ct_err err = {0};
     ct_graph g;
     memset(&g, 0, sizeof g);
-    int ok = ok_or_report(ct_gpu_test_open(&be, &(ct_cuda_options){.graphs = 1, .allow_tf32 = 0}, &err),
-                          "a fresh CUDA backend", &err);
+    int ok = ok_or_report(ct_gpu_test_open(&be, &OPTIONS, &err), "a fresh CUDA backend", &err);
     ok = ok && bind(&g, net, be) && train(&g, &net->cfg.train) && take(&g, s) &&
          evaluate(&g, &net->cfg.train, 0, eval_loss);
     CHECK_MSG(!ok || be->graphs == 1, "graphs were turned off: %s", be->note);
@@ -253,12 +294,11 @@ int main(void)
     ct_err err = {0};
     ct_graph g;
     memset(&g, 0, sizeof g);
-    ok = ok && ok_or_report(ct_gpu_test_open(&be, &(ct_cuda_options){.graphs = 1, .allow_tf32 = 0}, &err),
-                            "the CUDA backend", &err);
+    ok = ok && ok_or_report(ct_gpu_test_open(&be, &OPTIONS, &err), "the CUDA backend", &err);
     /* the first binding: K steps (direct, captured, replayed), as the fresh network */
     ok = ok && bind(&g, net, be) && train(&g, tc) && take(&g, &first);
     if (ok)
-        compare("first binding vs fresh network", &first, &fresh);
+        near_fresh("first binding vs fresh network", &first, &fresh);
 
     /* evaluation at the training step's batch size, through run_step: another step function, so
      * run directly, captured and replayed as its own; a replay of the training step would move
@@ -268,20 +308,26 @@ int main(void)
         printf("evaluation at n = %d: loss sum %.7g directly, %.7g over 3 run_step calls\n", BATCH, direct_eval,
                thrice_eval);
         CHECK_MSG(direct_eval > 0.0, "evaluation loss sum %g", direct_eval);
-        CHECK_NEAR(thrice_eval, 3.0 * direct_eval, 1e-5 * 3.0 * direct_eval);
-        compare("after evaluating through run_step", &again, &first);
+        CHECK_NEAR(thrice_eval, 3.0 * direct_eval, TOL_SAME_LOSS * 3.0 * direct_eval);
+        same_bits("after evaluating through run_step", &again, &first);
     }
 
     /* free and bind again on the same backend: new buffers, the captures of the old ones gone */
     ct_graph_free(&g);
     ok = ok && bind(&g, net, be) && train(&g, tc) && take(&g, &rebound) && evaluate(&g, tc, 3, &rebound_eval);
     if (ok) {
-        compare("rebound vs fresh network", &rebound, &fresh);
-        printf("evaluation after the rebind: loss sum %.7g over 3 run_step calls, fresh network %.7g once\n",
-               rebound_eval, fresh_eval);
-        CHECK_NEAR(rebound_eval, 3.0 * fresh_eval, 1e-5 * 3.0 * fresh_eval);
+        same_bits("rebound vs first binding", &rebound, &first);
+        near_fresh("rebound vs fresh network", &rebound, &fresh);
+        printf("evaluation after the rebind: loss sum %.7g over 3 run_step calls, first binding %.7g, fresh "
+               "network %.7g once\n", rebound_eval, thrice_eval, fresh_eval);
+        CHECK_NEAR(rebound_eval, thrice_eval, TOL_SAME_LOSS * thrice_eval);
+        CHECK_NEAR(rebound_eval, 3.0 * fresh_eval, TOL_FRESH * 3.0 * fresh_eval);
         CHECK_MSG(be->graphs == 1, "graphs were turned off: %s", be->note);
     }
+    /* a deterministic algorithm missing for a shape (cuDNN then runs the fastest) would explain a
+     * bit difference above */
+    if (be && be->note[0])
+        printf("note: %s\n", be->note);
     CHECK_MSG(ok, "the run did not complete");
     drop(&fresh);
     drop(&first);

@@ -265,7 +265,7 @@ static int gpu_list(ct_net *net, int count, int *ordinals)
 /* GPU `device`'s device and backend, with [train]'s options. */
 static ct_status open_cuda_one(ct_net *net, int device, ct_device **dev, ct_backend **be)
 {
-    ct_cuda_options opt = {.graphs = net->cfg.train.graph != 0, .allow_tf32 = 1,
+    ct_cuda_options opt = {.graphs = net->cfg.train.graph != 0, .allow_tf32 = net->cfg.train.tf32 != 0,
                            .deterministic = net->cfg.train.deterministic};
     /* half precision needs the tensor cores its kernels are chosen for: refused before any
      * allocation, naming the [train] precision setting, the GPU and its capability */
@@ -859,7 +859,7 @@ static ct_status plan_backend(ct_net *net, ct_device **dev, ct_backend **be, int
             if (gpu_list(net, count, ordinals) < 1)
                 return CT_ERR_CONFIG;
             int ordinal = ordinals[0];
-            ct_cuda_options opt = {.graphs = net->cfg.train.graph != 0, .allow_tf32 = 1,
+            ct_cuda_options opt = {.graphs = net->cfg.train.graph != 0, .allow_tf32 = net->cfg.train.tf32 != 0,
                                    .deterministic = net->cfg.train.deterministic};
             ct_status st = ct_cuda_device_create(dev, ordinal, &net->err);
             return st == CT_OK ? ct_cuda_backend_create(be, *dev, &opt, &net->err) : st;

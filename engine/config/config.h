@@ -89,6 +89,7 @@ typedef struct ct_train_config {
     ct_comm_kind comm;       /* auto: NCCL over several GPUs, none for one; nccl: NCCL even for one */
     int graph;               /* 1 on, 0 off, -1 auto (on for CUDA) */
     int deterministic;       /* 1: cuDNN's deterministic convolution algorithms where one exists */
+    int tf32;                /* 1: cuDNN's fp32 convolutions may use TF32 tensor cores (ignored on the CPU) */
     uint64_t seed;
     int threads;             /* CPU threads, 0 = all cores */
     long checkpoint_every;   /* also save every N steps (with --checkpoint DIR), 0 = epochs only */

@@ -90,6 +90,9 @@ static const ct_key_spec train_keys[] = {
     {.name = "graph", .kind = CT_KEY_CUSTOM, .parse = parse_graph, .offset = T(graph), .def = "auto"},
     /* off by default, as PyTorch's torch.backends.cudnn.deterministic */
     {.name = "deterministic", .kind = CT_KEY_BOOL, .offset = T(deterministic), .def = "off"},
+    /* on by default, as PyTorch's torch.backends.cudnn.allow_tf32; off for parity runs, whose
+     * convolutions must then round as plain fp32 */
+    {.name = "tf32", .kind = CT_KEY_BOOL, .offset = T(tf32), .def = "on"},
     {.name = "memory", .kind = CT_KEY_CUSTOM, .parse = parse_memory, .def = "grow"},
     {.name = "seed", .kind = CT_KEY_U64, .offset = T(seed), .def = "42"},
     {.name = "threads", .kind = CT_KEY_INT, .offset = T(threads), .def = "0", .flags = CT_KEY_HAS_MIN, .min = 0},
