@@ -174,6 +174,17 @@ typedef struct ct_bn_sync {
     int total;
 } ct_bn_sync;
 
+/* Several ranks stepping together: whether a step's capture is used must be the same on every
+ * rank, as NCCL launches a captured collective only with the graphs of one capture on all of its
+ * ranks, never with direct launches on some. run_step calls agree once per capture, after the
+ * capture and before launching anything, with whether its own capture succeeded (why: the
+ * failure, else NULL); agree waits for every rank's answer and fails, on every rank, unless all
+ * succeeded. agree NULL (one rank): a failed capture falls back to direct launches. */
+typedef struct ct_capture_agree {
+    ct_status (*agree)(void *ctx, int captured, const char *why, ct_err *err);
+    void *ctx;
+} ct_capture_agree;
+
 struct ct_backend {
     const ct_backend_ops *ops;
     ct_device *dev;          /* the device it runs on; not owned */
@@ -185,6 +196,7 @@ struct ct_backend {
     ct_bn_sync bn_sync;      /* set by the trainer for the steps of sync_bn = on over several
                               * replicas (or one NCCL rank); mean NULL otherwise (each replica's
                               * own statistics) */
+    ct_capture_agree capture_agree; /* set by the trainer around run_step over several ranks */
 };
 
 /* What the backend needs for network g at batch: the largest per-layer workspace and the largest

@@ -4,7 +4,9 @@
  * one launch. The captured kernels read this step's scalars (learning rate, dropout seed) from
  * device memory that set_step rewrites before each launch, and its inputs from the network's
  * fixed input tensors. Which key gets what, and which captures go when a network's buffers do,
- * is step_cache.c's bookkeeping; this file makes, launches and destroys the captures. */
+ * is step_cache.c's bookkeeping; this file makes, launches and destroys the captures. With one
+ * rank a failed capture falls back to direct launches; ranks that step together agree on every
+ * capture before launching it (ct_capture_agree). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -88,7 +90,13 @@ ct_status ct_cuda_run_step(ct_backend *be, const ct_step_key *key, void *ctx, ct
         return key->fn(ctx, err);
     if (action == CT_STEP_CAPTURE) {
         ct_err why = {0};
-        if (capture(cu, e, ctx, &why) != CT_OK) {
+        int captured = capture(cu, e, ctx, &why) == CT_OK;
+        if (be->capture_agree.agree) {
+            /* with other ranks: launched on all of them, or an error on all */
+            ct_status st = be->capture_agree.agree(be->capture_agree.ctx, captured, captured ? NULL : why.msg, err);
+            if (st != CT_OK)
+                return st;
+        } else if (!captured) {
             /* keep training without graphs rather than stop: say why, once */
             be->graphs = 0;
             snprintf(be->note, sizeof be->note, "CUDA graph capture failed, running without graphs: %.190s", why.msg);

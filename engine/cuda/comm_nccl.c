@@ -6,9 +6,14 @@
  * each collective a one-thread kernel counts it in mapped host memory (entered, left): a watchdog
  * thread reads the counts, and a collective entered but not left for longer than timeout_s (a
  * peer that never came) aborts the communicator, as does an asynchronous error NCCL reports. The
- * communicators are non-blocking, so no NCCL call waits on the host without a bound either. After
- * a failure every call fails with the message naming the rank that did not come. */
+ * communicators are non-blocking, so no NCCL call waits on the host without a bound either: a
+ * blocking one would wait inside the call whenever NCCL talks to the peers on the host, which it
+ * does not only at initialisation but also at the first collective of each algorithm (NCCL 2.22
+ * and later connect the algorithms' channels there, NCCL_RUNTIME_CONNECT), where a peer that
+ * never comes leaves the call waiting forever and NCCL allows no abort while a call is in
+ * flight. After a failure every call fails with the message naming the rank that did not come. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +27,7 @@
 
 #include "base/clock.h"
 #include "cuda/cuda_internal.h"
+#include "cuda/doctor_wait.h"
 
 typedef struct nccl_rank {
     int rank;                    /* NCCL's rank */
@@ -32,6 +38,7 @@ typedef struct nccl_rank {
     cudaEvent_t ready, done;     /* compute -> comm, comm -> compute */
     int *d_total;                /* (1) the step's samples over every rank */
     unsigned *beat, *d_beat;     /* (2) mapped host memory: collectives entered, left; device alias */
+    unsigned *vote, *d_vote;     /* (1) an agreement's value: pinned host copy, device */
     int counted, samples;        /* the step's total is reduced (at its first all-reduce), from samples */
     int pending;                 /* an all-reduce since the last join */
     unsigned seen_entered;       /* watchdog: the counts it last saw and when they last moved */
@@ -116,6 +123,18 @@ static void name_behind(nccl_comm *m, unsigned count, char *out, size_t size)
         }
 }
 
+/* r waited more than the timeout in `what`: every rank fails, naming the local ranks behind r. */
+static ct_status timed_out(nccl_comm *m, nccl_rank *r, const char *what, ct_err *err)
+{
+    char why[400], behind[128];
+    name_behind(m, r->beat ? r->beat[0] + 1 : 0, behind, sizeof behind);
+    snprintf(why, sizeof why, "NCCL rank %d (GPU %d) waited more than comm_timeout = %g s in %s for %s; "
+             "raise comm_timeout if a step can take that long", r->rank, r->device, m->timeout_s, what,
+             *behind ? behind : "a rank of another process");
+    fail_all(m, r->rank, why);
+    return failure(m, err);
+}
+
 /* Until NCCL's call on r settles: ncclInProgress polled through ncclCommGetAsyncError, bounded by
  * the timeout. Called with nothing locked; takes r->mu around each use of the communicator. */
 static ct_status settle(nccl_comm *m, nccl_rank *r, ncclResult_t rc, const char *call, ct_err *err)
@@ -136,17 +155,16 @@ static ct_status settle(nccl_comm *m, nccl_rank *r, ncclResult_t rc, const char 
         }
         if (has_failed(m))
             return failure(m, err);
-        if (ct_clock_seconds() - start > m->timeout_s) {
-            char why[400], behind[128];
-            name_behind(m, r->beat ? r->beat[0] + 1 : 0, behind, sizeof behind);
-            snprintf(why, sizeof why, "NCCL rank %d (GPU %d) waited more than comm_timeout = %g s in %s for %s; "
-                     "raise comm_timeout if a step can take that long", r->rank, r->device, m->timeout_s, call,
-                     *behind ? behind : "a rank of another process");
-            fail_all(m, r->rank, why);
-            return failure(m, err);
+        double waited = ct_clock_seconds() - start;
+        if (waited > m->timeout_s)
+            return timed_out(m, r, call, err);
+        /* NCCL's thread enqueues a collective within microseconds: yield at first, nap later */
+        if (waited < 1e-3) {
+            sched_yield();
+        } else {
+            struct timespec nap = {0, 100 * 1000};
+            nanosleep(&nap, NULL);
         }
-        struct timespec nap = {0, 100 * 1000};
-        nanosleep(&nap, NULL);
         pthread_mutex_lock(&r->mu);
         ncclResult_t q = r->comm ? ncclCommGetAsyncError(r->comm, &rc) : ncclInvalidUsage;
         pthread_mutex_unlock(&r->mu);
@@ -308,6 +326,48 @@ static ct_status nccl_broadcast(ct_comm *c, int rank, ct_backend *be, ct_tensor 
     return join_stream(r, compute, err);
 }
 
+/* ct_doctor_wait's poll: the watchdog has ended everything. */
+static ct_status poll_failed(void *ctx, int *stuck, ct_err *err)
+{
+    (void)stuck;
+    nccl_comm *m = ctx;
+    return has_failed(m) ? failure(m, err) : CT_OK;
+}
+
+/* The lowest rank that passed ok = 0 is the minimum over the ranks of (ok ? size : rank): one
+ * all-reduce on the communication stream, counted like the others for the watchdog, then read
+ * back. Never captured (the one place the communicator waits on the host for the device). */
+static ct_status nccl_agree(ct_comm *c, int rank, ct_backend *be, int ok, int *first_not_ok, ct_err *err)
+{
+    (void)be;
+    nccl_comm *m = impl(c);
+    nccl_rank *r;
+    ct_status st = rank_of(m, rank, &r, err);
+    if (st != CT_OK)
+        return st;
+    *r->vote = ok ? (unsigned)m->size : (unsigned)rank;
+    CT_CUDA_CHECK(cudaMemcpyAsync(r->d_vote, r->vote, sizeof *r->vote, cudaMemcpyHostToDevice, r->stream), err);
+    CT_CUDA_CHECK(ct_launch_comm_mark(&r->d_beat[0], NULL, 0, r->stream), err);
+    NCCL_RUN(m, r, ncclAllReduce(r->d_vote, r->d_vote, 1, ncclUint32, ncclMin, r->comm, r->stream), err);
+    CT_CUDA_CHECK(ct_launch_comm_mark(&r->d_beat[1], NULL, 0, r->stream), err);
+    CT_CUDA_CHECK(cudaMemcpyAsync(r->vote, r->d_vote, sizeof *r->vote, cudaMemcpyDeviceToHost, r->stream), err);
+    /* the watchdog ends the collective if peers never come (poll_failed then says so, naming
+     * them), comm_timeout after it began; the longer limit here bounds the stream's other work.
+     * A failure here ends every rank's wait too. */
+    int stuck = 0;
+    st = ct_doctor_wait(r->stream, poll_failed, m, 2.0 * m->timeout_s, &stuck, err);
+    if (st != CT_OK && stuck)
+        return timed_out(m, r, "the ranks' agreement", err);
+    if (st != CT_OK) {
+        char why[400];
+        snprintf(why, sizeof why, "NCCL rank %d (GPU %d): %.340s", r->rank, r->device, err->msg);
+        fail_all(m, r->rank, why);
+        return failure(m, err);
+    }
+    *first_not_ok = *r->vote < (unsigned)m->size ? (int)*r->vote : -1;
+    return CT_OK;
+}
+
 static void nccl_abort(ct_comm *c, int rank)
 {
     char why[160];
@@ -323,15 +383,11 @@ static void release_rank(nccl_comm *m, nccl_rank *r)
         (void)cudaSetDevice(r->device);
     if (r->comm && !has_failed(m) && r->stream) {
         ct_err ignored;
-        double start = ct_clock_seconds();
-        cudaError_t q;
-        while ((q = cudaStreamQuery(r->stream)) == cudaErrorNotReady && ct_clock_seconds() - start < m->timeout_s) {
-            struct timespec nap = {0, 200 * 1000};
-            nanosleep(&nap, NULL);
-        }
-        (void)cudaGetLastError();
-        if (q == cudaSuccess && settle(m, r, ncclCommDestroy(r->comm), "ncclCommDestroy", &ignored) == CT_OK)
+        int stuck = 0;
+        if (ct_doctor_wait(r->stream, NULL, NULL, m->timeout_s, &stuck, &ignored) == CT_OK &&
+            settle(m, r, ncclCommDestroy(r->comm), "ncclCommDestroy", &ignored) == CT_OK)
             r->comm = NULL;
+        (void)cudaGetLastError();  /* a failed query's error: teardown has nobody to tell */
     }
     if (r->comm)
         (void)ncclCommAbort(r->comm);
@@ -346,6 +402,10 @@ static void release_rank(nccl_comm *m, nccl_rank *r)
         (void)cudaFree(r->d_total);
     if (r->beat)
         (void)cudaFreeHost(r->beat);
+    if (r->d_vote)
+        (void)cudaFree(r->d_vote);
+    if (r->vote)
+        (void)cudaFreeHost(r->vote);
     pthread_mutex_destroy(&r->mu);
 }
 
@@ -379,6 +439,7 @@ static const ct_comm_ops nccl_ops = {
     .all_reduce_mean = nccl_all_reduce_mean,
     .join = nccl_join,
     .broadcast = nccl_broadcast,
+    .agree = nccl_agree,
     .abort = nccl_abort,
     .destroy = nccl_destroy,
 };
@@ -424,6 +485,8 @@ static ct_status make_rank_resources(nccl_rank *r, ct_err *err)
                   err);
     r->beat[0] = r->beat[1] = 0;
     CT_CUDA_CHECK(cudaHostGetDevicePointer((void **)&r->d_beat, r->beat, 0), err);
+    CT_CUDA_CHECK(cudaHostAlloc((void **)&r->vote, sizeof *r->vote, cudaHostAllocPortable), err);
+    CT_CUDA_CHECK(cudaMalloc((void **)&r->d_vote, sizeof *r->d_vote), err);
     return CT_OK;
 }
 

@@ -65,6 +65,36 @@ static inline ct_status ct_cublas_status_(cublasStatus_t rc, ct_err *err, const 
     if (ct_st_ != CT_OK) return ct_st_; \
 } while (0)
 
+/* Polling GPU work without waiting for it: *done = 1 once everything before `event` has run (or
+ * everything queued on `stream`), 0 while it runs. "Not ready" is no error, but the runtime may
+ * keep it as the thread's last error, which the next kernel launcher's cudaGetLastError would
+ * report as its own failure: it is cleared, and only when it is what the last error holds. An
+ * error an earlier call of the thread left pending is reported first, so that the query cannot
+ * overwrite it nor the clearing drop it.
+ *   ct_status st = CT_CUDA_EVENT_DONE(event, &done, err);
+ *   ct_status st = CT_CUDA_STREAM_DONE(stream, &done, err); */
+static inline ct_status ct_cuda_done_(cudaEvent_t event, cudaStream_t stream, int *done, ct_err *err,
+                                      const char *file, int line)
+{
+    *done = 0;
+    cudaError_t pending = cudaPeekAtLastError();
+    if (pending != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (pending != cudaErrorNotReady)  /* another query's "not ready" is no error either */
+            return ct_cuda_status_(pending, err, file, line, "an earlier CUDA call");
+    }
+    cudaError_t rc = event ? cudaEventQuery(event) : cudaStreamQuery(stream);
+    if (rc == cudaErrorNotReady) {
+        if (cudaPeekAtLastError() == cudaErrorNotReady)
+            (void)cudaGetLastError();
+        return CT_OK;
+    }
+    *done = rc == cudaSuccess;
+    return ct_cuda_status_(rc, err, file, line, event ? "cudaEventQuery(event)" : "cudaStreamQuery(stream)");
+}
+#define CT_CUDA_EVENT_DONE(event, done, err) ct_cuda_done_((event), NULL, (done), (err), __FILE__, __LINE__)
+#define CT_CUDA_STREAM_DONE(stream, done, err) ct_cuda_done_(NULL, (stream), (done), (err), __FILE__, __LINE__)
+
 /* cuBLAS and cuBLASLt (both return cublasStatus_t). */
 #define CT_CUBLAS_STATUS(call, err) ct_cublas_status_((call), (err), __FILE__, __LINE__, #call)
 #define CT_CUBLAS_CHECK(call, err) do { \

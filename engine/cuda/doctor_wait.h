@@ -1,5 +1,6 @@
 /* Waiting for a doctor check's GPU work with a limit, so that a GPU (or a collective) that never
- * finishes fails its check instead of hanging `cutrain doctor`. */
+ * finishes fails its check instead of hanging `cutrain doctor`; NCCL's communicator waits for its
+ * agreements (comm_nccl.c) and its teardown so too. */
 #ifndef CT_DOCTOR_WAIT_H
 #define CT_DOCTOR_WAIT_H
 

@@ -48,25 +48,15 @@ ct_status ct_cuda_peek_metrics(ct_backend *be, long tag, double *loss_sum, long 
 {
     ct_cuda *cu = ct_cuda_of(be);
     if (cu->snap_tag >= 0) {
-        /* An error some earlier call of this thread left pending is reported here (peeked at,
-         * then taken), never cleared below along with the query's own "not ready". */
-        if (cudaPeekAtLastError() != cudaSuccess)
-            CT_CUDA_CHECK(cudaGetLastError(), err);
-        cudaError_t rc = cudaEventQuery(cu->snap_event);
-        if (rc == cudaSuccess) {
+        int done = 0;
+        ct_status st = CT_CUDA_EVENT_DONE(cu->snap_event, &done, err);
+        if (st != CT_OK)
+            return st;
+        if (done) {
             cu->last_loss = *cu->snap_loss;
             cu->last_correct = (long)*cu->snap_correct;
             cu->snap_tag_done = cu->snap_tag;
             cu->snap_tag = -1;
-        } else if (rc == cudaErrorNotReady) {
-            /* "Not ready" is no error, but the runtime may record it as the last error, which the
-             * next kernel launcher's cudaGetLastError would report as its own failure. Clear it
-             * only when it is what the last error holds: nothing else was pending (checked above),
-             * and a sticky error would have come back from the query itself. */
-            if (cudaPeekAtLastError() == cudaErrorNotReady)
-                (void)cudaGetLastError();
-        } else {
-            CT_CUDA_CHECK(rc, err);
         }
     }
     if (cu->snap_tag < 0) {

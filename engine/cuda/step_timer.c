@@ -25,11 +25,10 @@ static ct_status harvest(ct_step_timer *t, int i, int wait, ct_err *err)
     if (wait) {
         CT_CUDA_CHECK(cudaEventSynchronize(t->end[i]), err);
     } else {
-        /* cudaErrorNotReady says the step is still running, and is not an error */
-        cudaError_t q = cudaEventQuery(t->end[i]);
-        if (q == cudaErrorNotReady)
-            return CT_OK;
-        CT_CUDA_CHECK(q, err);
+        int done = 0;
+        ct_status st = CT_CUDA_EVENT_DONE(t->end[i], &done, err);
+        if (st != CT_OK || !done)  /* not done: the step is still running */
+            return st;
     }
     float ms = 0.0f;
     CT_CUDA_CHECK(cudaEventElapsedTime(&ms, t->start[i], t->end[i]), err);

@@ -25,6 +25,12 @@ typedef struct ct_comm_ops {
     ct_status (*join)(ct_comm *c, int rank, ct_backend *be, ct_err *err);
     /* Replaces t on every rank with root's. */
     ct_status (*broadcast)(ct_comm *c, int rank, ct_backend *be, ct_tensor *t, int root, ct_err *err);
+    /* Every rank passes ok (0 or 1); *first_not_ok becomes, on every rank, the lowest rank that
+     * passed 0, or -1 when all passed 1. For what the ranks must decide together, rarely: it
+     * waits on the host, so never inside a captured step (once per capture, whether every rank's
+     * capture of a step succeeded). Bounded like the collectives. NULL in a communicator that
+     * never has more than one rank. */
+    ct_status (*agree)(ct_comm *c, int rank, ct_backend *be, int ok, int *first_not_ok, ct_err *err);
     /* A rank that failed outside a collective says so, so that the others' waits in the current
      * or next collective end with an error instead of waiting for it (NULL: nothing waits). */
     void (*abort)(ct_comm *c, int rank);

@@ -32,6 +32,7 @@ typedef struct local_comm {
     void **data;              /* (size) each rank's tensor in the current collective */
     size_t *bytes;            /* (size) */
     int *samples;             /* (size) */
+    int *votes;               /* (size) each rank's flag in the current agreement */
     float *result;            /* the mean, shared */
     size_t result_cap;        /* elements */
 } local_comm;
@@ -206,6 +207,24 @@ static ct_status local_broadcast(ct_comm *c, int rank, ct_backend *be, ct_tensor
     return st == CT_OK ? barrier(l, rank, err) : st;
 }
 
+static ct_status local_agree(ct_comm *c, int rank, ct_backend *be, int ok, int *first_not_ok, ct_err *err)
+{
+    (void)be;
+    local_comm *l = impl(c);
+    pthread_mutex_lock(&l->mu);
+    l->votes[rank] = ok;
+    pthread_mutex_unlock(&l->mu);
+    ct_status st = barrier(l, rank, err);
+    if (st != CT_OK)
+        return st;
+    *first_not_ok = -1;
+    for (int r = 0; r < l->size && *first_not_ok < 0; r++)
+        if (!l->votes[r])
+            *first_not_ok = r;
+    /* the votes stay until every rank has read them */
+    return barrier(l, rank, err);
+}
+
 static void local_abort(ct_comm *c, int rank)
 {
     local_comm *l = impl(c);
@@ -226,6 +245,7 @@ static void local_destroy(ct_comm *c)
         free(l->data);
         free(l->bytes);
         free(l->samples);
+        free(l->votes);
         free(l->result);
         free(l);
     }
@@ -236,6 +256,7 @@ static const ct_comm_ops local_ops = {
     .name = "local",
     .all_reduce_mean = local_all_reduce_mean,
     .broadcast = local_broadcast,
+    .agree = local_agree,
     .abort = local_abort,
     .destroy = local_destroy,
 };
@@ -254,13 +275,15 @@ ct_status ct_comm_local_create(ct_comm **out, int size, double timeout_s, ct_err
         l->data = calloc((size_t)size, sizeof *l->data);
         l->bytes = calloc((size_t)size, sizeof *l->bytes);
         l->samples = calloc((size_t)size, sizeof *l->samples);
+        l->votes = calloc((size_t)size, sizeof *l->votes);
     }
-    if (!c || !l || !l->here || !l->data || !l->bytes || !l->samples) {
+    if (!c || !l || !l->here || !l->data || !l->bytes || !l->samples || !l->votes) {
         if (l) {
             free(l->here);
             free(l->data);
             free(l->bytes);
             free(l->samples);
+            free(l->votes);
         }
         free(l);
         free(c);

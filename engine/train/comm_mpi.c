@@ -65,6 +65,26 @@ static ct_status mpi_broadcast(ct_comm *c, int rank, ct_backend *be, ct_tensor *
     return ct_world_broadcast(m->world, t->data, ct_tensor_bytes(t), root, what, err);
 }
 
+static ct_status mpi_agree(ct_comm *c, int rank, ct_backend *be, int ok, int *first_not_ok, ct_err *err)
+{
+    (void)rank;
+    (void)be;
+    mpi_comm *m = c->impl;
+    int *all = calloc((size_t)c->size, sizeof *all);
+    if (!all)
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory for the processes' agreement");
+    char what[96];
+    snprintf(what, sizeof what, "the processes' agreement at step %ld", c->step);
+    ct_status st = ct_world_all_gather(m->world, &ok, all, sizeof ok, what, err);
+    *first_not_ok = -1;
+    for (int r = 0; st == CT_OK && r < c->size && *first_not_ok < 0; r++)
+        if (!all[r])
+            *first_not_ok = r;
+    if (!ct_world_broken(m->world))   /* a failed exchange may still write into it */
+        free(all);
+    return st;
+}
+
 static void mpi_destroy(ct_comm *c)
 {
     mpi_comm *m = c->impl;
@@ -82,6 +102,7 @@ static const ct_comm_ops mpi_ops = {
     .name = "mpi",
     .all_reduce_mean = mpi_all_reduce_mean,
     .broadcast = mpi_broadcast,
+    .agree = mpi_agree,
     /* a failed process ends the world (ct_process_abort); the others' waits are bounded anyway */
     .abort = NULL,
     .destroy = mpi_destroy,

@@ -3,10 +3,10 @@
  *
  * Each rank reduces on a communication stream of its own: all_reduce_mean forks it from the
  * compute stream by an event (so a bucket's reduction overlaps the rest of backward), join makes
- * the compute stream wait for it, broadcast runs there too; all of it is capturable. The
- * communicators are non-blocking: every NCCL call and every collective is bounded by timeout_s,
- * after which the communicator is aborted (ncclCommAbort) and the others fail naming the rank that
- * did not come, never a hang. */
+ * the compute stream wait for it, broadcast runs there too; all of it is capturable (agree, which
+ * waits on the host, is not). The communicators are non-blocking: every NCCL call and every
+ * collective is bounded by timeout_s, after which the communicator is aborted (ncclCommAbort) and
+ * the others fail naming the rank that did not come, never a hang. */
 #ifndef CT_COMM_NCCL_H
 #define CT_COMM_NCCL_H
 

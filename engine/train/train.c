@@ -191,6 +191,26 @@ static ct_status step_work(void *p, ct_err *err)
     return st;
 }
 
+/* ct_capture_agree over the replicas' communicator: a failed capture on one replica is an error
+ * on every replica, naming it, rather than direct launches on one while the others replay (NCCL
+ * launches a captured collective only from one capture's graphs on all of its ranks). */
+static ct_status agree_capture(void *p, int captured, const char *why, ct_err *err)
+{
+    step_ctx *c = p;
+    ct_comm *comm = c->net->comm;
+    int rank = c->replica->rank, failed = -1;
+    ct_status st = comm->ops->agree(comm, rank, c->replica->be, captured, &failed, err);
+    if (st != CT_OK || failed < 0)
+        return st;
+    if (failed == rank)
+        return ct_fail(err, CT_ERR_BACKEND, "CUDA graph capture of step %ld failed on replica %d of %d: %s; replicas "
+                       "that reduce together must all replay a step's capture or none, so every replica stops "
+                       "(graph = off trains without capture)", comm->step, rank, comm->size, why ? why : "");
+    return ct_fail(err, CT_ERR_BACKEND, "CUDA graph capture of step %ld failed on replica %d of %d, so replica %d "
+                   "stops too: replicas that reduce together must all replay a step's capture or none (graph = off "
+                   "trains without capture)", comm->step, failed, comm->size, rank);
+}
+
 /* The share of replica `rank` (over every process) of a global batch of n: an even split, the
  * remainder to the first ranks. */
 static int slice_size(const ct_net *net, int rank, int n)
@@ -211,15 +231,20 @@ static ct_status replica_step(ct_net *net, int i, const ct_step_scalars *s, int 
     ct_replica *r = &net->replicas[i];
     int rank = r->rank;
     step_ctx ctx = {net, r, slice_size(net, rank, n), n};
-    /* a captured step is specific to its work, the replica's buffers and the batch size */
-    ct_step_key key = {step_work, &r->graph, ctx.n};
+    /* a captured step is specific to its work, the replica's buffers and the global batch, which
+     * fixes the replica's slice: keyed on the slice, a replica whose slice of a last batch matches
+     * its full one would replay while another runs its first, direct step */
+    ct_step_key key = {step_work, &r->graph, n};
     ct_step_scalars mine = *s;
     mine.first_sample = slice_start(net, rank, n);
     mine.samples = n;
     ct_status st = r->be->ops->set_step(r->be, &mine, err);
+    if (net->comm->size > 1)
+        r->be->capture_agree = (ct_capture_agree){agree_capture, &ctx};
     /* a traced step runs directly: a replayed capture would skip the work that records events */
     if (st == CT_OK)
         st = net->trace ? step_work(&ctx, err) : r->be->ops->run_step(r->be, &key, &ctx, err);
+    r->be->capture_agree = (ct_capture_agree){0};
     return st;
 }
 
