@@ -842,6 +842,28 @@ static void batchnorm_cases(void)
              "[bn]\ntype = batchnorm\n"
              "[act]\ntype = activation\nactivation = leaky\n"
              "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 5\n", F_BN_EVAL | F_PARTIAL);
+    /* straight on the network's input: x cast to the layer's dtype, and no dx to make */
+    run_case("batchnorm_input", "4, 4, 3", 7,
+             "[bn]\ntype = batchnorm\n"
+             "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 5\n", F_BN_EVAL);
+    /* its producer also feeds an add: dx is added into a gradient another consumer has written */
+    run_case("batchnorm_branch", "6, 6, 3", 7,
+             "[c]\ntype = conv2d\nfilters = 4\nsize = 3\npadding = same\nbias = off\n"
+             "[bn]\ntype = batchnorm\n"
+             "[res]\ntype = add\ninputs = bn, c\n"
+             "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 5\n", F_BN_EVAL);
+    /* one row per channel (a last batch of one): no unbiased variance, so the running variance
+     * takes the biased 0, and x - mean, y - beta and dx are exactly 0 on both sides */
+    run_case("batchnorm_dense_one", "4, 4, 3", 1,
+             "[flat]\ntype = flatten\n"
+             "[d]\ntype = dense\nunits = 16\nbias = off\n"
+             "[bn]\ntype = batchnorm\n"
+             "[out]\ntype = dense\nunits = 5\n", F_BN_EVAL);
+    /* after a layer pinned to fp32: x cast to the round's dtype, dx back into an fp32 gradient */
+    run_case("batchnorm_after_fp32", "6, 6, 3", 7,
+             "[c]\ntype = conv2d\nfilters = 4\nsize = 3\npadding = same\nbias = off\ndtype = fp32\n"
+             "[bn]\ntype = batchnorm\n"
+             "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 5\n", F_BN_EVAL);
 }
 
 static void simple_cases(void)

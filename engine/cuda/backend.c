@@ -3,6 +3,7 @@
  * optimizers, and the finite check. The loss and its metrics are in loss.c, input staging in
  * input.c. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda/cuda_internal.h"
 
@@ -280,6 +281,7 @@ static ct_status create_resources(ct_cuda *cu, ct_err *err)
         return ct_fail(err, CT_ERR_NOMEM, "out of memory on %s for the CUDA backend's step scalars", dev->label);
     CT_CUDA_CHECK(cudaHostAlloc((void **)&cu->scaler_host, sizeof *cu->scaler_host, cudaHostAllocDefault), err);
     CT_CUDA_CHECK(cudaHostAlloc((void **)&cu->step_host, STEP_SLOTS * sizeof *cu->step_host, cudaHostAllocDefault), err);
+    memset(cu->step_host, 0, STEP_SLOTS * sizeof *cu->step_host);  /* read (batch norm's check) before a first set_step */
     CT_CUDA_CHECK(cudaHostAlloc((void **)&cu->snap_loss, sizeof *cu->snap_loss, cudaHostAllocDefault), err);
     CT_CUDA_CHECK(cudaHostAlloc((void **)&cu->snap_correct, sizeof *cu->snap_correct, cudaHostAllocDefault), err);
     cu->step_done = calloc(STEP_SLOTS, sizeof *cu->step_done);
