@@ -105,9 +105,5 @@ int main(void)
 }
 
 #else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 77;
-}
+#include "tests/no_cuda_main.h"
 #endif

@@ -13,9 +13,5 @@ int main(void)
     return absent ? absent : e2e_run_on("fmnist_cnn.ini", 0.910, "0");
 }
 #else
-int main(void)
-{
-    printf("skipped: built without the CUDA backend\n");
-    return 77;
-}
+#include "tests/no_cuda_main.h"
 #endif

@@ -18,9 +18,5 @@ int main(void)
     return e2e_run_on_with("fmnist_cnn.ini", 0.910, "0", sets);
 }
 #else
-int main(void)
-{
-    printf("skipped: built without the CUDA backend\n");
-    return 77;
-}
+#include "tests/no_cuda_main.h"
 #endif

@@ -16,8 +16,12 @@ int main(void)
 {
     (void)write_file; /* cli_util.h's, not needed here */
     static ct_doctor_report doc;
-    if (ct_doctor(&doc) != CT_OK || doc.n_gpus < 1) {
-        printf("no GPU: skipped\n");
+    if (ct_doctor(&doc) != CT_OK) {
+        printf("FAIL: cutrain's doctor could not count the GPUs\n");
+        return 1;
+    }
+    if (doc.n_gpus < 1) {
+        printf("skipped: no GPU (%s)\n", doc.no_gpu_reason);
         return 77;
     }
     char why[256] = "";

@@ -1236,10 +1236,6 @@ int main(void)
 
 #else
 
-int main(void)
-{
-    printf("skipped: built without the CUDA backend\n");
-    return 77;
-}
+#include "tests/no_cuda_main.h"
 
 #endif

@@ -67,9 +67,5 @@ int main(void)
     return ct_test_done();
 }
 #else
-int main(void)
-{
-    printf("skipped: built without the CUDA backend\n");
-    return 77;
-}
+#include "tests/no_cuda_main.h"
 #endif

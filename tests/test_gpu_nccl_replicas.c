@@ -44,9 +44,5 @@ int main(void)
 }
 
 #else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 77;
-}
+#include "tests/no_cuda_main.h"
 #endif

@@ -21,6 +21,7 @@
 
 #ifdef CUTRAIN_HAVE_CUDA
 #include "tests/gpu_test.h"
+#include "tests/gpu_step.h"
 
 enum { K = 4, BATCH = 24, CLASSES = 10 };
 enum { SALT_DROPOUT = 0x44524f50 };  /* train.c's salt for the dropout seeds */
@@ -55,40 +56,6 @@ static const char *const NET =
     "[drop]\ntype = dropout\nrate = 0.2\n"
     "[flat]\ntype = flatten\n"
     "[out]\ntype = dense\nunits = 10\n";
-
-typedef struct step_ctx {
-    ct_graph *g;
-    ct_optim_step opt;
-    int n;
-} step_ctx;
-
-/* Forward (training), loss, backward, optimizer: the step as engine/train.c runs it. */
-static ct_status train_work(void *p, ct_err *err)
-{
-    step_ctx *c = p;
-    ct_graph *g = c->g;
-    ct_backend *be = g->be;
-    ct_layer *out = ct_graph_output(g);
-    ct_status st = ct_graph_forward(g, c->n, 1, err);
-    if (st == CT_OK)
-        st = be->ops->loss(be, out->y, &g->labels, out->dy, c->n, err);
-    if (st == CT_OK)
-        st = ct_graph_backward(g, c->n, err);
-    if (st == CT_OK)
-        st = be->ops->optimizer_step(be, &c->opt, err);
-    return st;
-}
-
-/* Evaluation: forward with running statistics, the loss without a gradient. */
-static ct_status eval_work(void *p, ct_err *err)
-{
-    step_ctx *c = p;
-    ct_graph *g = c->g;
-    ct_status st = ct_graph_forward(g, c->n, 0, err);
-    if (st == CT_OK)
-        st = g->be->ops->loss(g->be, ct_graph_output(g)->y, &g->labels, NULL, c->n, err);
-    return st;
-}
 
 static int ok_or_report(ct_status st, const char *what, const ct_err *err)
 {
@@ -339,9 +306,5 @@ int main(void)
     return ct_test_done();
 }
 #else
-int main(void)
-{
-    printf("skipped: built without the CUDA backend\n");
-    return 77;
-}
+#include "tests/no_cuda_main.h"
 #endif

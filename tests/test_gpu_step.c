@@ -19,6 +19,7 @@
 
 #ifdef CUTRAIN_HAVE_CUDA
 #include "tests/gpu_test.h"
+#include "tests/gpu_step.h"
 
 enum { K = 6, BATCH = 32, PARTIAL = 27, EVAL_N = 13, CLASSES = 10 };
 enum { SALT_DROPOUT = 0x44524f50 };  /* train.c's salt for the dropout seeds */
@@ -71,42 +72,6 @@ static void ring_close(ct_device *dev)
         dev->ops->host_free(dev, ring.y[i]);
     }
     memset(&ring, 0, sizeof ring);
-}
-
-/* What one step's work needs; the step function gets it as its context. */
-typedef struct step_ctx {
-    ct_graph *g;
-    ct_optim_step opt;
-    int n;
-} step_ctx;
-
-/* Forward (training), loss, backward, optimizer: the step as engine/train.c runs it,
- * enqueued without reading anything back so that run_step may capture it. */
-static ct_status train_work(void *p, ct_err *err)
-{
-    step_ctx *c = p;
-    ct_graph *g = c->g;
-    ct_backend *be = g->be;
-    ct_layer *out = ct_graph_output(g);
-    ct_status st = ct_graph_forward(g, c->n, 1, err);
-    if (st == CT_OK)
-        st = be->ops->loss(be, out->y, &g->labels, out->dy, c->n, err);
-    if (st == CT_OK)
-        st = ct_graph_backward(g, c->n, err);
-    if (st == CT_OK)
-        st = be->ops->optimizer_step(be, &c->opt, err);
-    return st;
-}
-
-/* An evaluation batch: forward with running statistics and no dropout, loss without gradient. */
-static ct_status eval_work(void *p, ct_err *err)
-{
-    step_ctx *c = p;
-    ct_graph *g = c->g;
-    ct_status st = ct_graph_forward(g, c->n, 0, err);
-    if (st == CT_OK)
-        st = g->be->ops->loss(g->be, ct_graph_output(g)->y, &g->labels, NULL, c->n, err);
-    return st;
 }
 
 /* Batch number `k`: n samples of random inputs and labels, the same every time it is asked for. */
@@ -504,9 +469,5 @@ int main(void)
     return ct_test_done();
 }
 #else
-int main(void)
-{
-    printf("skipped: built without the CUDA backend\n");
-    return 77;
-}
+#include "tests/no_cuda_main.h"
 #endif
