@@ -94,10 +94,20 @@ static const event *find(const event *ev, int n, int tid, const char *name)
     return NULL;
 }
 
-static void test_trace_overlap(void)
+/* The trace goes beside the test's binary, in its build folder, wherever the test is run from;
+ * a bare program name (found through PATH) leaves it in the working directory. */
+static void trace_path(const char *argv0, char *path, size_t cap)
+{
+    const char *slash = strrchr(argv0, '/');
+    int dir_len = slash ? (int)(slash - argv0 + 1) : 0;
+    snprintf(path, cap, "%.*stest_buckets_trace.json", dir_len, argv0);
+}
+
+static void test_trace_overlap(const char *argv0)
 {
     ct_net *net = open_net("0.02");
-    const char *path = "test_buckets_trace.json";
+    char path[4096];
+    trace_path(argv0, path, sizeof path);
     remove(path);
     CHECK_MSG(ct_trace_step(net, path) == CT_OK, "%s", ct_errmsg(net));
     long len = 0;
@@ -126,10 +136,10 @@ static void test_trace_overlap(void)
     ct_close(net);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     test_plan();
     test_same_result();
-    test_trace_overlap();
+    test_trace_overlap(argc > 0 ? argv[0] : "");
     return ct_test_done();
 }
