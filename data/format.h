@@ -35,7 +35,7 @@ typedef struct ct_data_key {
     const char *def;       /* the default, parsed like a given value; NULL: none */
     unsigned flags;
     long min, max;         /* with CT_DATA_KEY_HAS_MIN / _HAS_MAX */
-    const char *with;      /* a path key given only together with this one (idx: test_labels with test) */
+    const char *with;      /* a path key that goes with this one, both or neither (idx: test_labels, test) */
     const char *note;      /* why the key does not apply to other formats, for that message */
 } ct_data_key;
 

@@ -8,10 +8,11 @@
 #ifndef CT_DATA_FORMATS_H
 #define CT_DATA_FORMATS_H
 
-#define CT_DATA_FORMATS(X) \
-    X(IDX, idx)            \
-    X(CIFAR10, cifar10)    \
-    X(SYNTHETIC, synthetic)
+#define CT_DATA_FORMATS(X)  \
+    X(IDX, idx)             \
+    X(CIFAR10, cifar10)     \
+    X(SYNTHETIC, synthetic) \
+    /* a new format: one row above this line */
 
 #define CT_DATA_FORMAT_ENUM(upper, lower) CT_DATA_##upper,
 typedef enum ct_data_format { CT_DATA_FORMATS(CT_DATA_FORMAT_ENUM) CT_DATA_FORMAT_COUNT } ct_data_format;

@@ -20,7 +20,7 @@ const char *const ct_precision_names[4] = {"fp32", "fp16", "bf16", NULL};
 
 const char *ct_precision_name(ct_precision p)
 {
-    return (unsigned)p < 3 ? ct_precision_names[p] : "?";
+    return (unsigned)p < sizeof ct_precision_names / sizeof *ct_precision_names - 1 ? ct_precision_names[p] : "?";
 }
 
 const char *ct_activation_name(ct_activation a)

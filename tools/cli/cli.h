@@ -25,7 +25,7 @@ typedef struct cli_options {
     const char *resume;          /* train: checkpoint file or folder to continue from */
     const char *weights;         /* eval, predict: checkpoint to load */
     const char *images;          /* predict: IDX images */
-    const char *out;             /* predict: CSV path ("-" or absent: stdout) */
+    const char *out;             /* predict: CSV path ("-" or absent: stdout); experiment: its folder */
     long steps;                  /* bench, experiment: timed steps (0: default) */
     double seconds;              /* experiment: timed seconds per rung (0: default) */
     const char *rungs;           /* experiment: which rungs ("0-3", "0,2"; NULL: all) */

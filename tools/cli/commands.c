@@ -13,7 +13,8 @@
     X(predict)          \
     X(bench)            \
     X(doctor)           \
-    X(experiment)
+    X(experiment)       \
+    /* a new subcommand: one row above this line */
 
 #define CLI_COMMAND_DECL(name) extern const cli_command cli_cmd_##name;
 CLI_COMMANDS(CLI_COMMAND_DECL)
