@@ -3,12 +3,13 @@
  * Each file is a run of 3073-byte records: one label byte (0..9), then the 32x32 red plane, the
  * green plane and the blue plane (CHW). Images are stored HWC here, as everywhere in cutrain. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "data/dataset.h"
+#include "data/format.h"
 
 #define CIFAR_SIDE 32
 #define CIFAR_CHANNELS 3
@@ -211,3 +212,33 @@ ct_status ct_cifar10_load(ct_dataset *ds, const char *paths, int test, long limi
     ds->classes = CIFAR_CLASSES;
     return CT_OK;
 }
+
+/* ---- format = cifar10: labels inside the files; train and test may list several files ---- */
+
+#define D(f) offsetof(ct_data_settings, f)
+static const ct_data_key cifar10_keys[] = {
+    {.name = "train", .kind = CT_DATA_KEY_PATHS, .offset = D(train), .flags = CT_DATA_KEY_REQUIRED},
+    {.name = "test", .kind = CT_DATA_KEY_PATHS, .offset = D(test)},
+};
+#undef D
+
+static ct_status open_set(const ct_data_settings *dc, ct_data_split split, uint64_t seed, ct_dataset *ds,
+                          ct_err *err)
+{
+    (void)seed;
+    if (split == CT_DATA_TRAIN)
+        return ct_cifar10_load(ds, dc->train, 0, dc->train_limit, err);
+    return dc->test ? ct_cifar10_load(ds, dc->test, 1, dc->test_limit, err) : CT_OK;
+}
+
+static ct_status probe_set(const ct_data_settings *dc, ct_shape *shape, int *classes, ct_err *err)
+{
+    (void)dc;
+    (void)err;
+    *shape = (ct_shape){CIFAR_SIDE, CIFAR_SIDE, CIFAR_CHANNELS};
+    *classes = CIFAR_CLASSES;
+    return CT_OK;
+}
+
+const ct_data_format_def ct_data_format_cifar10 = {CT_DATA_KEYS(cifar10_keys), .open = open_set,
+                                                  .probe = probe_set};

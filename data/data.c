@@ -1,66 +1,46 @@
-/* Loading the train and test sets named by [data], whatever their format. */
-#include <stdlib.h>
+/* Loading the train and test sets named by [data], whatever their format: what every format shares
+ * (its required paths, a shape the batcher can normalise, train and test that look alike) is
+ * checked here, and the rest is the format's record (data/format.h). */
 #include <string.h>
 
-#include "base/rng.h"
-#include "data/dataset.h"
+#include "data/format.h"
 
-#define SYN_TEST_STREAM 0x54455354534554ULL   /* "TESTSET": the test set's seed is derived */
-
-void ct_dataset_free(ct_dataset *ds)
+/* The value of a path key of dc (NULL when absent). */
+static const char *path_value(const ct_data_settings *dc, const ct_data_key *k)
 {
-    if (!ds)
-        return;
-    free(ds->images);
-    free(ds->labels);
-    memset(ds, 0, sizeof *ds);
+    return *(char *const *)((const char *)dc + k->offset);
 }
 
-static const char *format_name(ct_data_format f)
+static const ct_data_key *key_named(const ct_data_format_def *def, const char *name)
 {
-    switch (f) {
-    case CT_DATA_IDX: return "idx";
-    case CT_DATA_CIFAR10: return "cifar10";
-    case CT_DATA_SYNTHETIC: return "synthetic";
-    }
-    return "?";
+    for (int i = 0; i < def->n_keys; i++)
+        if (strcmp(def->keys[i].name, name) == 0)
+            return &def->keys[i];
+    return NULL;
 }
 
-static ct_status need(const char *value, const char *key, const char *why, ct_data_format f, ct_err *err)
+/* Every path the format needs is present, then the format's own checks (before any file is
+ * touched). The settings may come from a program rather than the config reader, which checks the
+ * same paths with file lines. */
+static ct_status check_config(const ct_data_settings *dc, const ct_data_format_def **out, ct_err *err)
 {
-    if (value)
-        return CT_OK;
-    return ct_fail(err, CT_ERR_CONFIG, "[data] %s is required %s format = %s", key, why, format_name(f));
-}
-
-/* Every path or size the format needs is present (before any file is touched). */
-static ct_status check_config(const ct_data_settings *dc, ct_err *err)
-{
-    ct_status st = CT_OK;
-    switch (dc->format) {
-    case CT_DATA_IDX:
-        st = need(dc->train, "train", "for", dc->format, err);
-        if (st == CT_OK)
-            st = need(dc->train_labels, "train_labels", "for", dc->format, err);
-        if (st == CT_OK && dc->test)
-            st = need(dc->test_labels, "test_labels", "when test is set for", dc->format, err);
-        return st;
-    case CT_DATA_CIFAR10:
-        return need(dc->train, "train", "for", dc->format, err);
-    case CT_DATA_SYNTHETIC: {
-        ct_shape s = dc->shape;
-        if (s.h < 1 || s.w < 1 || s.c < 1 || s.c > CT_MAX_CHANNELS || (size_t)s.h * s.w * s.c > (1u << 24))
-            return ct_fail(err, CT_ERR_CONFIG, "[data] shape %dx%dx%d is not valid for format = synthetic",
-                           s.h, s.w, s.c);
-        if (dc->classes < 1 || dc->classes > 256)
-            return ct_fail(err, CT_ERR_CONFIG, "[data] classes = %d: expected 1..256", dc->classes);
-        if (dc->count < 1 || dc->test_count < 0)
-            return ct_fail(err, CT_ERR_CONFIG, "[data] count = %ld, test_count = %ld: count must be "
-                           "positive and test_count not negative", dc->count, dc->test_count);
-        return CT_OK;
+    const ct_data_format_def *def = ct_data_format_of(dc->format);
+    if (!def)
+        return ct_fail(err, CT_ERR_CONFIG, "[data] unknown format %d", (int)dc->format);
+    const char *name = ct_data_format_name(dc->format);
+    for (int i = 0; i < def->n_keys; i++) {
+        const ct_data_key *k = &def->keys[i];
+        if (k->kind != CT_DATA_KEY_PATH && k->kind != CT_DATA_KEY_PATHS)
+            continue;
+        if ((k->flags & CT_DATA_KEY_REQUIRED) && !path_value(dc, k))
+            return ct_fail(err, CT_ERR_CONFIG, "[data] %s is required for format = %s", k->name, name);
+        const ct_data_key *partner = k->with ? key_named(def, k->with) : NULL;
+        if (partner && path_value(dc, partner) && !path_value(dc, k))
+            return ct_fail(err, CT_ERR_CONFIG, "[data] %s is required when %s is set for format = %s", k->name,
+                           k->with, name);
     }
-    }
-    return ct_fail(err, CT_ERR_CONFIG, "[data] unknown format %d", (int)dc->format);
+    *out = def;
+    return def->check ? def->check(dc, err) : CT_OK;
 }
 
 /* The per-sample shape is one the batcher can normalise, as `normalize` describes it. */
@@ -78,33 +58,6 @@ static ct_status check_shape(const ct_data_settings *dc, ct_shape s, const char 
         if (!(dc->std[i] > 0.0f))
             return ct_fail(err, CT_ERR_CONFIG, "[data] normalize: std of channel %d must be positive", i);
     return CT_OK;
-}
-
-static ct_status load_sets(const ct_data_settings *dc, uint64_t seed, ct_dataset *train, ct_dataset *test,
-                           ct_err *err)
-{
-    ct_status st = CT_OK;
-    switch (dc->format) {
-    case CT_DATA_IDX:
-        st = ct_idx_load(train, dc->train, dc->train_labels, dc->train_limit, err);
-        if (st == CT_OK && dc->test)
-            st = ct_idx_load(test, dc->test, dc->test_labels, dc->test_limit, err);
-        return st;
-    case CT_DATA_CIFAR10:
-        st = ct_cifar10_load(train, dc->train, 0, dc->train_limit, err);
-        if (st == CT_OK && dc->test)
-            st = ct_cifar10_load(test, dc->test, 1, dc->test_limit, err);
-        return st;
-    case CT_DATA_SYNTHETIC:
-        st = ct_synthetic_make(train, dc->shape, dc->classes, dc->count, seed);
-        if (st == CT_OK && dc->test_count > 0)
-            st = ct_synthetic_make(test, dc->shape, dc->classes, dc->test_count,
-                                   ct_hash3(seed, SYN_TEST_STREAM, 0));
-        if (st != CT_OK)   /* check_config ruled out bad arguments, so this is memory */
-            return ct_fail(err, st, "[data] out of memory for %ld synthetic images", dc->count + dc->test_count);
-        return st;
-    }
-    return ct_fail(err, CT_ERR_CONFIG, "[data] unknown format %d", (int)dc->format);
 }
 
 /* Train and test must look alike to one network; the class count covers both label sets so a
@@ -128,9 +81,12 @@ ct_status ct_data_load(const ct_data_settings *dc, uint64_t seed, ct_dataset *tr
 {
     memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
-    ct_status st = check_config(dc, err);
+    const ct_data_format_def *def = NULL;
+    ct_status st = check_config(dc, &def, err);
     if (st == CT_OK)
-        st = load_sets(dc, seed, train, test, err);
+        st = def->open(dc, CT_DATA_TRAIN, seed, train, err);
+    if (st == CT_OK)
+        st = def->open(dc, CT_DATA_TEST, seed, test, err);
     if (st == CT_OK)
         st = reconcile(dc, train, test, err);
     if (st != CT_OK) {
@@ -140,42 +96,12 @@ ct_status ct_data_load(const ct_data_settings *dc, uint64_t seed, ct_dataset *tr
     return st;
 }
 
-/* IDX class count as ct_data_load would find it: 1 + the largest label of the train and test
- * label files. Loading one image reads every label (they are small) and the headers only. */
-static ct_status idx_classes(const ct_data_settings *dc, int *classes, ct_err *err)
-{
-    ct_dataset ds;
-    ct_status st = ct_idx_load(&ds, dc->train, dc->train_labels, 1, err);
-    *classes = ds.classes;
-    ct_dataset_free(&ds);
-    if (st == CT_OK && dc->test) {
-        st = ct_idx_load(&ds, dc->test, dc->test_labels, 1, err);
-        *classes = ds.classes > *classes ? ds.classes : *classes;
-        ct_dataset_free(&ds);
-    }
-    return st;
-}
-
 ct_status ct_data_probe(const ct_data_settings *dc, ct_shape *shape, int *classes, ct_err *err)
 {
-    ct_status st = check_config(dc, err);
-    if (st != CT_OK)
-        return st;
-    switch (dc->format) {
-    case CT_DATA_IDX:
-        st = ct_idx_probe(dc->train, shape, err);
-        if (st == CT_OK)
-            st = idx_classes(dc, classes, err);
-        break;
-    case CT_DATA_CIFAR10:
-        *shape = (ct_shape){32, 32, 3};
-        *classes = 10;
-        break;
-    case CT_DATA_SYNTHETIC:
-        *shape = dc->shape;
-        *classes = dc->classes;
-        break;
-    }
+    const ct_data_format_def *def = NULL;
+    ct_status st = check_config(dc, &def, err);
+    if (st == CT_OK)
+        st = def->probe(dc, shape, classes, err);
     if (st == CT_OK)
         st = check_shape(dc, *shape, dc->train ? dc->train : "[data]", err);
     return st;

@@ -7,13 +7,14 @@
  * Everything goes through zlib's gz* functions, which read plain files unchanged, so gzip is
  * detected by content rather than by the file name. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
-#include "data/dataset.h"
+#include "data/format.h"
 
 #define IDX_TYPE_UBYTE 0x08
 #define IDX_MAX_SAMPLE (1u << 24)      /* bytes per image: rejects absurd headers before malloc */
@@ -310,3 +311,49 @@ ct_status ct_idx_load(ct_dataset *ds, const char *images_path, const char *label
     ds->classes = classes;
     return CT_OK;
 }
+
+/* ---- format = idx: images and labels in files of their own ---- */
+
+#define D(f) offsetof(ct_data_settings, f)
+static const ct_data_key idx_keys[] = {
+    {.name = "train", .kind = CT_DATA_KEY_PATH, .offset = D(train), .flags = CT_DATA_KEY_REQUIRED},
+    {.name = "train_labels", .kind = CT_DATA_KEY_PATH, .offset = D(train_labels), .flags = CT_DATA_KEY_REQUIRED,
+     .note = "cifar10 files hold their labels"},
+    {.name = "test", .kind = CT_DATA_KEY_PATH, .offset = D(test)},
+    {.name = "test_labels", .kind = CT_DATA_KEY_PATH, .offset = D(test_labels), .with = "test",
+     .note = "cifar10 files hold their labels"},
+};
+#undef D
+
+static ct_status open_set(const ct_data_settings *dc, ct_data_split split, uint64_t seed, ct_dataset *ds,
+                          ct_err *err)
+{
+    (void)seed;
+    if (split == CT_DATA_TRAIN)
+        return ct_idx_load(ds, dc->train, dc->train_labels, dc->train_limit, err);
+    return dc->test ? ct_idx_load(ds, dc->test, dc->test_labels, dc->test_limit, err) : CT_OK;
+}
+
+/* The class count as open_set would find it: 1 + the largest label of the train and test label
+ * files. Loading one image reads every label (they are small) and the headers only. */
+static ct_status probe_classes(const ct_data_settings *dc, int *classes, ct_err *err)
+{
+    ct_dataset ds;
+    ct_status st = ct_idx_load(&ds, dc->train, dc->train_labels, 1, err);
+    *classes = ds.classes;
+    ct_dataset_free(&ds);
+    if (st == CT_OK && dc->test) {
+        st = ct_idx_load(&ds, dc->test, dc->test_labels, 1, err);
+        *classes = ds.classes > *classes ? ds.classes : *classes;
+        ct_dataset_free(&ds);
+    }
+    return st;
+}
+
+static ct_status probe_set(const ct_data_settings *dc, ct_shape *shape, int *classes, ct_err *err)
+{
+    ct_status st = ct_idx_probe(dc->train, shape, err);
+    return st == CT_OK ? probe_classes(dc, classes, err) : st;
+}
+
+const ct_data_format_def ct_data_format_idx = {CT_DATA_KEYS(idx_keys), .open = open_set, .probe = probe_set};

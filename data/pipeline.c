@@ -7,7 +7,7 @@
  * contents depend only on (seed, epoch, b), never on which worker made it. A slot is free again
  * when the consumer releases it. Everything shared is guarded by one mutex; workers wait on
  * work_cv (a slot freed, an epoch started, quit), the consumer on ready_cv (a batch ready, a
- * failure, a drain finishing). How many workers run and how deep the ring is: pipeline_auto.c.
+ * failure, a drain finishing). How many workers run and how deep the ring is: pipeline_sizing.c.
  *
  * Sync mode. No threads and one buffer: next() makes the batch there, sample by sample, on the
  * caller's thread; the caller waits the whole time.
@@ -20,8 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/rng.h"
-#include "data/pipeline_internal.h"
+#include "data/pipeline_sizing.h"
 
 enum {
     SLOT_FREE,
@@ -30,17 +31,59 @@ enum {
     SLOT_HELD       /* handed to the consumer, not yet released */
 };
 
-struct slot {
+typedef struct slot {
     void *mem;      /* x (64-byte aligned size) then y; NULL until first filled */
     int state;
     long batch;
     int n;
     int epoch;
-};
+} slot;
 
-struct worker_arg {
+typedef struct worker_arg {
     ct_pipeline *p;
     int id;         /* 1-based, as in messages and the test hook */
+} worker_arg;
+
+struct ct_pipeline {
+    ct_pipeline_config cfg;
+    ct_augment aug;
+    long count;
+    int batch, cap;            /* cap = min(batch, count): samples a slot holds */
+    long batches;              /* per epoch, drop_last applied */
+    long steps_seed;           /* ceil(count / batch) */
+    size_t sample_elems;       /* h * w * c */
+    size_t y_offset, slot_bytes;
+    long *order;               /* the epoch's sample order */
+
+    /* workers wanted, ring depth, the lengths of slots[] and threads[], and the measured rates:
+     * under mu, except busy_* (the consumer thread's own, as below) */
+    ct_pipeline_sizing size;
+
+    slot *slots;
+    pthread_t *threads;
+    worker_arg *args;
+    int spawned;
+
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, ready_cv;
+    int started;               /* an epoch has been started since create */
+    int running;               /* workers may claim batches */
+    int quit;                  /* workers must exit */
+    int epoch;
+    long next_claim, next_out, end;
+    int held, filling;
+    int failed;
+    ct_err fail;
+
+    /* consumer figures (consumer thread only) */
+    double last_return;        /* when next() last handed out a batch; 0: none to time */
+    int last_n;
+    long delivered, delivered_images;
+    double wait_total;
+
+    /* sync mode */
+    void *sync_mem;
+    int sync_held;
 };
 
 static size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -114,7 +157,7 @@ static void end_view(ct_batch_view *v, int epoch)
 
 static int free_slot(const ct_pipeline *p)
 {
-    for (int s = 0; s < p->depth; s++)
+    for (int s = 0; s < p->size.depth; s++)
         if (p->slots[s].state == SLOT_FREE)
             return s;
     return -1;
@@ -156,10 +199,10 @@ static void *worker_main(void *arg)
                 st = ct_fail(&e, CT_ERR_NOMEM, "cannot allocate %zu bytes of host memory for prefetch slot %d",
                              p->slot_bytes, s);
         }
-        double t0 = ct_pipeline_now();
+        double t0 = ct_clock_seconds();
         if (st == CT_OK)
             make_batch(p, sl->mem, epoch, b, n);
-        double dt = ct_pipeline_now() - t0;
+        double dt = ct_clock_seconds() - t0;
 
         pthread_mutex_lock(&p->mu);
         p->filling--;
@@ -178,8 +221,8 @@ static void *worker_main(void *arg)
         }
         sl->state = SLOT_READY;
         if (!allocated) {
-            p->fill_seconds += dt;
-            p->fill_images += n;
+            p->size.fill_seconds += dt;
+            p->size.fill_images += n;
         }
         pthread_cond_broadcast(&p->ready_cv);
     }
@@ -187,14 +230,15 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Workers block every signal, so SIGINT and friends reach the trainer's thread. */
-int ct_pipeline_spawn_workers(ct_pipeline *p)
+/* Starts workers until want_workers run; called with mu held. Returns 0 or an errno. Workers
+ * block every signal, so SIGINT and friends reach the trainer's thread. */
+static int spawn_workers(ct_pipeline *p)
 {
     int rc = 0;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    while (p->spawned < p->want_workers && p->spawned < p->threads_cap) {
+    while (p->spawned < p->size.want_workers && p->spawned < p->size.threads_cap) {
         worker_arg *wa = &p->args[p->spawned];
         wa->p = p;
         wa->id = p->spawned + 1;
@@ -208,9 +252,20 @@ int ct_pipeline_spawn_workers(ct_pipeline *p)
 
 static void reset_slots(ct_pipeline *p)
 {
-    for (int s = 0; s < p->max_slots; s++)
+    for (int s = 0; s < p->size.max_slots; s++)
         p->slots[s].state = SLOT_FREE;
     p->held = 0;
+}
+
+/* workers = auto decides (when it has not yet) and the pool grows to its choice; called with mu
+ * held. A thread that cannot start leaves a smaller pool, which still works. */
+static void decide_sizes(ct_pipeline *p)
+{
+    if (!ct_pipeline_sizing_decide(&p->size))
+        return;
+    spawn_workers(p);
+    p->size.want_workers = p->spawned;
+    pthread_cond_broadcast(&p->work_cv);
 }
 
 /* ---- the API ---- */
@@ -305,15 +360,14 @@ ct_status ct_pipeline_create(ct_pipeline **out, const ct_pipeline_config *cfg, c
         p->order[i] = i;
 
     if (cfg->sync) {
-        p->max_slots = p->depth = 1;
-        p->decided = 1;
+        ct_pipeline_sizing_sync(&p->size);
         if (!(p->sync_mem = default_alloc(p->slot_bytes)))
             goto nomem;
     } else {
-        ct_pipeline_auto_size(p);
-        p->slots = calloc((size_t)p->max_slots, sizeof *p->slots);
-        p->threads = calloc((size_t)p->threads_cap, sizeof *p->threads);
-        p->args = calloc((size_t)p->threads_cap, sizeof *p->args);
+        ct_pipeline_sizing_init(&p->size, cfg->workers, cfg->prefetch);
+        p->slots = calloc((size_t)p->size.max_slots, sizeof *p->slots);
+        p->threads = calloc((size_t)p->size.threads_cap, sizeof *p->threads);
+        p->args = calloc((size_t)p->size.threads_cap, sizeof *p->args);
         if (!p->slots || !p->threads || !p->args)
             goto nomem;
     }
@@ -389,7 +443,7 @@ ct_status ct_pipeline_start_epoch(ct_pipeline *p, int epoch, long first_batch, c
         pthread_cond_wait(&p->ready_cv, &p->mu);
     reset_slots(p);
     if (p->started)
-        ct_pipeline_auto_decide(p);   /* the first epoch ended before the calibration window did */
+        decide_sizes(p);   /* the first epoch ended before the calibration window did */
     if (p->cfg.shuffle)
         ct_shuffle_indices(p->order, p->count, p->cfg.seed, epoch);
     p->epoch = epoch;
@@ -397,7 +451,7 @@ ct_status ct_pipeline_start_epoch(ct_pipeline *p, int epoch, long first_batch, c
     p->end = p->batches;
     p->running = 1;
     p->started = 1;
-    int rc = ct_pipeline_spawn_workers(p);
+    int rc = spawn_workers(p);
     int spawned = p->spawned;
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
@@ -444,9 +498,9 @@ static ct_status next_sync(ct_pipeline *p, ct_batch_view *out, double t0, double
     fill_view(p, out, 0, p->sync_mem, p->epoch, b, n);
     p->next_out++;
     p->sync_held = 1;
-    double wait = ct_pipeline_now() - t0;
-    p->fill_seconds += wait;   /* the caller is the one producer */
-    p->fill_images += n;
+    double wait = ct_clock_seconds() - t0;
+    p->size.fill_seconds += wait;   /* the caller is the one producer */
+    p->size.fill_images += n;
     p->wait_total += wait;
     p->delivered++;
     p->delivered_images += n;
@@ -457,7 +511,7 @@ static ct_status next_sync(ct_pipeline *p, ct_batch_view *out, double t0, double
 
 ct_status ct_pipeline_next(ct_pipeline *p, ct_batch_view *out, double *wait_seconds, ct_err *err)
 {
-    double t0 = ct_pipeline_now();
+    double t0 = ct_clock_seconds();
     if (wait_seconds)
         *wait_seconds = 0;
     if (!p->started)
@@ -465,11 +519,13 @@ ct_status ct_pipeline_next(ct_pipeline *p, ct_batch_view *out, double *wait_seco
     if (p->cfg.sync)
         return next_sync(p, out, t0, wait_seconds, err);
 
-    ct_pipeline_auto_observe(p, t0);
+    if (p->last_return > 0)
+        ct_pipeline_sizing_observe(&p->size, p->delivered, t0 - p->last_return, p->last_n);
     p->last_return = 0;
 
     pthread_mutex_lock(&p->mu);
-    ct_pipeline_auto_check(p);
+    if (ct_pipeline_sizing_due(&p->size, p->delivered))
+        decide_sizes(p);
     int s = -1;
     for (;;) {
         if (p->failed) {
@@ -479,18 +535,18 @@ ct_status ct_pipeline_next(ct_pipeline *p, ct_batch_view *out, double *wait_seco
             return st;
         }
         if (p->next_out >= p->end) {
-            ct_pipeline_auto_decide(p);   /* a first epoch shorter than the window */
+            decide_sizes(p);   /* a first epoch shorter than the window */
             pthread_mutex_unlock(&p->mu);
             end_view(out, p->epoch);
             return CT_OK;
         }
-        for (int i = 0; i < p->depth && s < 0; i++)
+        for (int i = 0; i < p->size.depth && s < 0; i++)
             if (p->slots[i].state == SLOT_READY && p->slots[i].batch == p->next_out)
                 s = i;
         if (s >= 0)
             break;
-        if (p->next_claim == p->next_out && p->held >= p->depth) {
-            int held = p->held, depth = p->depth;
+        if (p->next_claim == p->next_out && p->held >= p->size.depth) {
+            int held = p->held, depth = p->size.depth;
             pthread_mutex_unlock(&p->mu);
             return ct_fail(err, CT_ERR_USAGE,
                            "input pipeline: the caller holds all %d slots (prefetch %d); release one before asking "
@@ -506,7 +562,7 @@ ct_status ct_pipeline_next(ct_pipeline *p, ct_batch_view *out, double *wait_seco
     fill_view(p, out, s, sl->mem, sl->epoch, sl->batch, sl->n);
     pthread_mutex_unlock(&p->mu);
 
-    double t1 = ct_pipeline_now();
+    double t1 = ct_clock_seconds();
     p->wait_total += t1 - t0;
     p->delivered++;
     p->delivered_images += out->n;
@@ -526,7 +582,7 @@ void ct_pipeline_release(ct_pipeline *p, int slot_id)
             p->sync_held = 0;
         return;
     }
-    if (slot_id < 0 || slot_id >= p->max_slots)
+    if (slot_id < 0 || slot_id >= p->size.max_slots)
         return;
     pthread_mutex_lock(&p->mu);
     if (p->slots[slot_id].state == SLOT_HELD) {
@@ -555,7 +611,7 @@ void ct_pipeline_destroy(ct_pipeline *p)
     if (!p)
         return;
     ct_pipeline_stop(p);
-    for (int s = 0; s < p->max_slots && p->slots; s++)
+    for (int s = 0; s < p->size.max_slots && p->slots; s++)
         slot_free(p, p->slots[s].mem);
     free(p->sync_mem);
     free(p->slots);
@@ -566,4 +622,35 @@ void ct_pipeline_destroy(ct_pipeline *p)
     pthread_cond_destroy(&p->work_cv);
     pthread_mutex_destroy(&p->mu);
     free(p);
+}
+
+void ct_pipeline_get_stats(const ct_pipeline *p, ct_pipeline_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_t *mu = (pthread_mutex_t *)&p->mu;   /* the figures move under the lock */
+    pthread_mutex_lock(mu);
+    if (p->cfg.sync) {
+        out->workers = 0;
+        out->prefetch = 1;
+    } else {
+        out->workers = p->spawned > 0 ? p->spawned : p->size.want_workers;
+        out->prefetch = p->size.depth;
+    }
+    ct_pipeline_sizing_stats(&p->size, out->workers, out);
+    out->batches = p->delivered;
+    out->images = p->delivered_images;
+    out->wait_seconds = p->wait_total;
+    pthread_mutex_unlock(mu);
+}
+
+void ct_pipeline_info(const ct_pipeline *p, int *workers, int *prefetch, double *producer_images_per_s)
+{
+    ct_pipeline_stats s;
+    ct_pipeline_get_stats(p, &s);
+    if (workers)
+        *workers = s.workers;
+    if (prefetch)
+        *prefetch = s.prefetch;
+    if (producer_images_per_s)
+        *producer_images_per_s = s.producer_images_per_s;
 }

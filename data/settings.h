@@ -8,6 +8,7 @@
 #define CT_DATA_SETTINGS_H
 
 #include "base/types.h"
+#include "data/formats.h"
 
 #define CT_MAX_CHANNELS 4
 
@@ -24,7 +25,7 @@ typedef enum ct_pipeline_mode {
 } ct_pipeline_mode;
 
 typedef struct ct_data_settings {
-    ct_data_format format;
+    ct_data_format format;   /* a row of CT_DATA_FORMATS; the format's record names its keys below */
     /* Paths resolved against the config file's folder (absolute paths kept). For cifar10 `train`
      * may list several files separated by commas or name a folder holding data_batch_1..5.bin;
      * labels are inside the files there. NULL when absent. */

@@ -8,11 +8,12 @@
  * The templates depend only on (shape, classes), not on the seed: the seed picks labels, mixes
  * and noise, so a training set and a test set made with different seeds pose the same task. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/rng.h"
-#include "data/dataset.h"
+#include "data/format.h"
 
 #define SYN_GRID 4                 /* coarse template grid per side */
 #define SYN_OWN 0.7f               /* weight of the sample's own class template */
@@ -20,6 +21,7 @@
 #define SYN_SHIFT 20.0f            /* per-sample brightness shift, standard deviation */
 #define SYN_TEMPLATE_KEY 0x54454d504c415445ULL   /* "TEMPLATE" */
 #define SYN_SAMPLE_STREAM 0x53414d504c45ULL      /* "SAMPLE" */
+#define SYN_TEST_STREAM 0x54455354534554ULL      /* "TESTSET": the test set's seed is derived */
 
 static float clamp255(float v)
 {
@@ -125,3 +127,56 @@ ct_status ct_synthetic_make(ct_dataset *ds, ct_shape shape, int classes, long co
     ds->classes = classes;
     return CT_OK;
 }
+
+/* ---- format = synthetic: no files; the shape, classes and counts are keys ---- */
+
+#define D(f) offsetof(ct_data_settings, f)
+static const ct_data_key synthetic_keys[] = {
+    {.name = "shape", .kind = CT_DATA_KEY_SHAPE, .offset = D(shape), .def = "28, 28, 1"},
+    {.name = "classes", .kind = CT_DATA_KEY_INT, .offset = D(classes), .def = "10",
+     .flags = CT_DATA_KEY_HAS_MIN | CT_DATA_KEY_HAS_MAX, .min = 2, .max = 256},
+    {.name = "count", .kind = CT_DATA_KEY_LONG, .offset = D(count), .def = "1000", .flags = CT_DATA_KEY_HAS_MIN,
+     .min = 1},
+    {.name = "test_count", .kind = CT_DATA_KEY_LONG, .offset = D(test_count), .def = "200",
+     .flags = CT_DATA_KEY_HAS_MIN, .min = 0},
+};
+#undef D
+
+/* Settings a program made have not been through the config's ranges: what the generator needs. */
+static ct_status check_set(const ct_data_settings *dc, ct_err *err)
+{
+    ct_shape s = dc->shape;
+    if (s.h < 1 || s.w < 1 || s.c < 1 || s.c > CT_MAX_CHANNELS || (size_t)s.h * s.w * s.c > (1u << 24))
+        return ct_fail(err, CT_ERR_CONFIG, "[data] shape %dx%dx%d is not valid for format = synthetic", s.h, s.w,
+                       s.c);
+    if (dc->classes < 1 || dc->classes > 256)
+        return ct_fail(err, CT_ERR_CONFIG, "[data] classes = %d: expected 1..256", dc->classes);
+    if (dc->count < 1 || dc->test_count < 0)
+        return ct_fail(err, CT_ERR_CONFIG, "[data] count = %ld, test_count = %ld: count must be "
+                       "positive and test_count not negative", dc->count, dc->test_count);
+    return CT_OK;
+}
+
+static ct_status open_set(const ct_data_settings *dc, ct_data_split split, uint64_t seed, ct_dataset *ds,
+                          ct_err *err)
+{
+    ct_status st = CT_OK;
+    if (split == CT_DATA_TRAIN)
+        st = ct_synthetic_make(ds, dc->shape, dc->classes, dc->count, seed);
+    else if (dc->test_count > 0)
+        st = ct_synthetic_make(ds, dc->shape, dc->classes, dc->test_count, ct_hash3(seed, SYN_TEST_STREAM, 0));
+    if (st != CT_OK)   /* check_set ruled out bad arguments, so this is memory */
+        return ct_fail(err, st, "[data] out of memory for %ld synthetic images", dc->count + dc->test_count);
+    return CT_OK;
+}
+
+static ct_status probe_set(const ct_data_settings *dc, ct_shape *shape, int *classes, ct_err *err)
+{
+    (void)err;
+    *shape = dc->shape;
+    *classes = dc->classes;
+    return CT_OK;
+}
+
+const ct_data_format_def ct_data_format_synthetic = {CT_DATA_KEYS(synthetic_keys), .check = check_set,
+                                                    .open = open_set, .probe = probe_set};

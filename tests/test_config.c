@@ -284,6 +284,17 @@ static void test_synthetic_and_defaults(void)
     CHECK_MSG(strcmp(cfg.data.train, "/cfg/b1.bin,/x/b2.bin") == 0, "%s", cfg.data.train);
     CHECK(strcmp(cfg.data.test, "/cfg/test.bin") == 0 && cfg.data.test_labels == NULL);
     ct_config_free(&cfg);
+
+    /* the format picks the rows whatever the order of the entries: a list before `format` too */
+    const char *listed_first = "[data]\ntrain = b1.bin, b2.bin\nformat = cifar10\n[fc]\ntype = dense\nunits = 10\n";
+    CHECK(ct_ini_parse(&ini, listed_first, "/cfg/c.ini", &err) == CT_OK);
+    st = ct_config_load(&cfg, &ini, &err);
+    CHECK_MSG(st == CT_OK, "%s", err.msg);
+    ct_ini_free(&ini);
+    if (st != CT_OK)
+        return;
+    CHECK_MSG(strcmp(cfg.data.train, "/cfg/b1.bin,/cfg/b2.bin") == 0, "%s", cfg.data.train);
+    ct_config_free(&cfg);
 }
 
 static const char set_text[] =

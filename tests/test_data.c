@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "data/dataset.h"
+#include "data/format.h"
 #include "base/rng.h"
 #include "test_util.h"
 
@@ -492,6 +492,31 @@ static void test_data_load(void)
     CHECK(ct_data_probe(&cif, &shape, &classes, &err) == CT_OK && shape.h == 32 && shape.c == 3 && classes == 10);
 }
 
+/* Every row of CT_DATA_FORMATS has a whole record: a name, open and probe, keys with names, and a
+ * `with` that names another path key of the same format. */
+static void test_format_records(void)
+{
+    CHECK(ct_data_format_of(CT_DATA_FORMAT_COUNT) == NULL);
+    CHECK(strcmp(ct_data_format_name(CT_DATA_FORMAT_COUNT), "?") == 0);
+    CHECK(ct_data_format_names[CT_DATA_FORMAT_COUNT] == NULL);
+    for (int f = 0; f < CT_DATA_FORMAT_COUNT; f++) {
+        const ct_data_format_def *def = ct_data_format_of((ct_data_format)f);
+        const char *name = ct_data_format_name((ct_data_format)f);
+        CHECK_MSG(def && def->open && def->probe, "format %d (%s) has no open or probe", f, name);
+        CHECK_MSG(name && strcmp(name, ct_data_format_names[f]) == 0 && strcmp(name, "?") != 0, "format %d", f);
+        for (int i = 0; def && i < def->n_keys; i++) {
+            const ct_data_key *k = &def->keys[i];
+            int is_path = k->kind == CT_DATA_KEY_PATH || k->kind == CT_DATA_KEY_PATHS, partner = 0;
+            CHECK_MSG(k->name && k->offset < sizeof(ct_data_settings), "%s key %d", name, i);
+            for (int j = 0; k->with && j < def->n_keys; j++)
+                partner |= j != i && strcmp(def->keys[j].name, k->with) == 0 &&
+                           (def->keys[j].kind == CT_DATA_KEY_PATH || def->keys[j].kind == CT_DATA_KEY_PATHS);
+            CHECK_MSG(!k->with || (is_path && partner), "%s: %s is given with '%s', not a path key of %s", name,
+                      k->name, k->with, name);
+        }
+    }
+}
+
 /* ---- CIFAR-10 ---- */
 
 static uint8_t cifar_pixel(int r, int c, int y, int x)
@@ -941,6 +966,7 @@ int main(void)
     test_fmnist();
     test_idx_files();
     test_data_load();
+    test_format_records();
     test_cifar();
     test_synthetic();
     test_augment_config();

@@ -49,11 +49,12 @@ fi
 
 cflags=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=c11
         -D_POSIX_C_SOURCE=200809L -I engine -I .)
-# The data code's OpenMP pragmas are ignored without -fopenmp: the readers are serial anyway.
-data_srcs=(data/idx.c data/cifar10.c data/data.c data/synthetic.c engine/base/rng.c engine/base/status.c)
-# Globs, so that a new file of the config reader or a new layer record (which holds its type's
-# keys) joins the target without editing this list.
-config_srcs=(engine/config/*.c engine/graph/layers/*.c engine/base/status.c engine/base/types.c
+# Globs, so that a new file of the config reader, a new layer record or a new data format (both
+# hold their keys, and the table of formats names every format's record) joins the targets without
+# editing these lists. The data code's OpenMP pragmas are ignored without -fopenmp: the readers are
+# serial anyway.
+data_srcs=(data/*.c engine/base/rng.c engine/base/status.c)
+config_srcs=(engine/config/*.c engine/graph/layers/*.c data/*.c engine/base/status.c engine/base/types.c
              engine/base/rng.c)
 
 targets=(config idx cifar)
@@ -65,13 +66,13 @@ declare -A srcs=(
 # Written separately; built and run once its file is there.
 if [ -f tests/fuzz/fuzz_checkpoint.c ]; then
     targets+=(checkpoint)
-    srcs[checkpoint]="tests/fuzz/fuzz_checkpoint.c engine/checkpoint/checkpoint.c engine/base/status.c"
+    srcs[checkpoint]="tests/fuzz/fuzz_checkpoint.c engine/checkpoint/checkpoint.c engine/base/file.c engine/base/status.c"
 fi
 
 for t in "${targets[@]}"; do
     echo "fuzz: building fuzz_$t"
     # shellcheck disable=SC2086  # the source lists are space-separated on purpose
-    "$cc" "${cflags[@]}" -Wno-unknown-pragmas ${srcs[$t]} -lz -lm -o "$out/fuzz_$t"
+    "$cc" "${cflags[@]}" -Wno-unknown-pragmas ${srcs[$t]} -lz -lm -pthread -o "$out/fuzz_$t"
 done
 
 # ---- running them ----

@@ -1,5 +1,4 @@
 /* The public face: handles, status codes, per-handle messages (cutrain.h). */
-#include <errno.h>
 #include <limits.h>
 #include <omp.h>
 #include <stdio.h>
@@ -8,6 +7,7 @@
 
 #include "api/handle.h"
 #include "base/event_file.h"
+#include "base/file.h"
 #include "train/monitor.h"
 #include "train/world.h"
 #ifdef CUTRAIN_HAVE_CUDA
@@ -15,7 +15,7 @@
 #include "train/comm_nccl.h"
 #endif
 
-#define CT_MAX_CONFIG_BYTES (16L << 20)
+#define CT_MAX_CONFIG_BYTES ((size_t)16 << 20)
 
 const char *ct_version(void)
 {
@@ -51,47 +51,21 @@ ct_status ct_open_string(const char *text, const char *name, ct_net **out)
     return net->open_status;
 }
 
-/* Reads a whole file; *text is NUL-terminated. */
+/* Reads a whole config file; *text is NUL-terminated. */
 static ct_status read_file(const char *path, char **text, ct_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ct_fail(err, CT_ERR_IO, "cannot open config %s: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? 2 * cap : 8192;
-            char *grown = realloc(buf, cap);
-            if (!grown) {
-                free(buf);
-                fclose(f);
-                return ct_fail(err, CT_ERR_NOMEM, "out of memory reading %s", path);
-            }
-            buf = grown;
-        }
-        size_t got = fread(buf + len, 1, 4096, f);
-        len += got;
-        if (got < 4096)
-            break;
-        if ((long)len > CT_MAX_CONFIG_BYTES) {
-            free(buf);
-            fclose(f);
-            return ct_fail(err, CT_ERR_CONFIG, "%s: too large for a config file (over 16 MiB)", path);
-        }
-    }
-    int failed = ferror(f);
-    fclose(f);
-    if (failed) {
-        free(buf);
-        return ct_fail(err, CT_ERR_IO, "error reading %s", path);
-    }
-    buf[len] = '\0';
+    uint8_t *buf;
+    size_t len;
+    ct_status st = ct_file_read(path, CT_MAX_CONFIG_BYTES, &buf, &len, err);
+    if (st == CT_ERR_DATA)
+        return ct_fail(err, CT_ERR_CONFIG, "%s: too large for a config file (over 16 MiB)", path);
+    if (st != CT_OK)
+        return st;
     if (memchr(buf, '\0', len)) {
         free(buf);
         return ct_fail(err, CT_ERR_CONFIG, "%s: not a text file (it holds NUL bytes)", path);
     }
-    *text = buf;
+    *text = (char *)buf;
     return CT_OK;
 }
 
@@ -282,8 +256,8 @@ static ct_status open_cuda_one(ct_net *net, int device, ct_device **dev, ct_back
             return ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, net->cfg.train.line,
                               "[train] precision = %s: CUDA device %d (%s) has compute capability %d.%d, and %s "
                               "needs %s or newer (its tensor cores); use precision = fp32 on this GPU",
-                              net->cfg.train.precision == CT_PREC_FP16 ? "fp16" : "bf16", device, gpu, major, minor,
-                              net->cfg.train.precision == CT_PREC_FP16 ? "fp16" : "bf16", needs);
+                              ct_precision_name(net->cfg.train.precision), device, gpu, major, minor,
+                              ct_precision_name(net->cfg.train.precision), needs);
     }
     ct_status st = ct_cuda_device_create(dev, device, &net->err);
     if (st == CT_OK)

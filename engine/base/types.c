@@ -16,6 +16,13 @@ const char *const ct_activation_names[CT_ACT_COUNT + 1] = {"linear", "relu", "le
 
 const char *const ct_padding_names[3] = {"valid", "same", NULL};
 
+const char *const ct_precision_names[4] = {"fp32", "fp16", "bf16", NULL};
+
+const char *ct_precision_name(ct_precision p)
+{
+    return (unsigned)p < sizeof ct_precision_names / sizeof *ct_precision_names - 1 ? ct_precision_names[p] : "?";
+}
+
 const char *ct_activation_name(ct_activation a)
 {
     return (unsigned)a < CT_ACT_COUNT ? ct_activation_names[a] : "?";

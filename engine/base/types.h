@@ -54,6 +54,10 @@ typedef enum ct_optimizer { CT_OPT_SGD = 0, CT_OPT_MOMENTUM, CT_OPT_ADAM, CT_OPT
 typedef enum ct_schedule { CT_SCHED_CONSTANT = 0, CT_SCHED_STEP, CT_SCHED_COSINE } ct_schedule;
 /* [train] precision: fp32 throughout, or fp16 / bf16 activations with fp32 master weights. */
 typedef enum ct_precision { CT_PREC_FP32 = 0, CT_PREC_FP16, CT_PREC_BF16 } ct_precision;
+/* `precision = fp32 | fp16 | bf16`, in ct_precision order, NULL-terminated: the one table of these
+ * words, for the config, messages and results. */
+extern const char *const ct_precision_names[4];
+const char *ct_precision_name(ct_precision p);
 /* A layer's `dtype`: auto follows the precision; fp32 pins the layer (its activations) to fp32. */
 typedef enum ct_layer_dtype { CT_LAYER_DTYPE_AUTO = 0, CT_LAYER_DTYPE_FP32 } ct_layer_dtype;
 typedef enum ct_memory_mode { CT_MEMORY_GROW = 0, CT_MEMORY_PREALLOCATE, CT_MEMORY_LIMIT } ct_memory_mode;
@@ -61,7 +65,6 @@ typedef enum ct_memory_mode { CT_MEMORY_GROW = 0, CT_MEMORY_PREALLOCATE, CT_MEMO
 typedef enum ct_batch_mode { CT_BATCH_FIXED = 0, CT_BATCH_MAX, CT_BATCH_AUTO } ct_batch_mode;
 /* [train] lr_scaling: how learning_rate follows the batch from base_batch. */
 typedef enum ct_lr_scaling { CT_LR_SCALING_NONE = 0, CT_LR_SCALING_LINEAR, CT_LR_SCALING_SQRT } ct_lr_scaling;
-typedef enum ct_data_format { CT_DATA_IDX = 0, CT_DATA_CIFAR10, CT_DATA_SYNTHETIC } ct_data_format;
 
 /* "HxWxC", or "C" for a flat vector, into buf (n bytes); returns buf. */
 char *ct_shape_text(ct_shape s, char *buf, size_t n);

@@ -16,10 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include "base/file.h"
 #include "checkpoint/checkpoint.h"
 
 #define MAGIC_BYTES 8u
@@ -691,60 +691,11 @@ ct_status ct_checkpoint_write_file(const char *path, const uint8_t *buf, size_t 
     return fsync_folder(path, err);
 }
 
-/* Appends the rest of fd to a growing buffer; the size from fstat is only a first guess. */
-static ct_status read_all(int fd, const char *path, size_t guess, uint8_t **out, size_t *out_len,
-                          ct_err *err)
-{
-    size_t cap = guess + 1u, len = 0;     /* +1: EOF is seen without growing an exact-size buffer */
-    uint8_t *buf = malloc(cap);
-    if (!buf)
-        return ct_fail(err, CT_ERR_NOMEM, "%s: out of memory for %zu bytes", path, cap);
-    for (;;) {
-        if (len == cap) {
-            size_t grown = cap > SIZE_MAX / 2u ? SIZE_MAX : cap * 2u;
-            uint8_t *bigger = grown > cap ? realloc(buf, grown) : NULL;
-            if (!bigger) {
-                free(buf);
-                return ct_fail(err, CT_ERR_NOMEM, "%s: out of memory reading it", path);
-            }
-            buf = bigger;
-            cap = grown;
-        }
-        ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            int saved = errno;
-            free(buf);
-            return ct_fail(err, CT_ERR_IO, "%s: read failed: %s", path, strerror(saved));
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    *out = buf;
-    *out_len = len;
-    return CT_OK;
-}
-
 ct_status ct_checkpoint_read_file(const char *path, uint8_t **buf, size_t *len, ct_err *err)
 {
     *buf = NULL;
     *len = 0;
     if (!path)
         return ct_fail(err, CT_ERR_USAGE, "ct_checkpoint_read_file: path is NULL");
-    int fd;
-    do
-        fd = open(path, O_RDONLY);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0)
-        return ct_fail(err, CT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    size_t guess = 0;
-    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
-        (unsigned long long)sb.st_size < SIZE_MAX)
-        guess = (size_t)sb.st_size;
-    ct_status st = read_all(fd, path, guess, buf, len, err);
-    close(fd);
-    return st;
+    return ct_file_read(path, 0, buf, len, err);
 }

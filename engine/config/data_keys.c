@@ -1,13 +1,14 @@
 /* [data]: its keys, the parsers of its compound values, and the checks across its keys. The
- * variant is the format: a row with a mask applies only to those formats. */
+ * variant is the format: the keys every format has are here, and each format's own keys come from
+ * its record (data/format.h), as rows that apply only to that format. */
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "config/keys.h"
+#include "data/format.h"
 
-static const char *const format_names[] = {"idx", "cifar10", "synthetic", NULL};
 static const char *const augment_on_names[] = {"cpu", "gpu", NULL};
 static const char *const pipeline_names[] = {"parallel", "sync", NULL};
 
@@ -15,36 +16,23 @@ static const char *const pipeline_names[] = {"parallel", "sync", NULL};
 _Static_assert(sizeof(ct_data_format) == sizeof(int) && sizeof(ct_augment_on) == sizeof(int) &&
                    sizeof(ct_pipeline_mode) == sizeof(int),
                "enums must be int-sized");
+_Static_assert(CT_DATA_FORMAT_COUNT <= 32, "a key row's mask has one bit per format");
 
-static ct_status parse_files(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 static ct_status parse_normalize(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 static ct_status parse_augment(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 static ct_status parse_shape(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 static ct_status parse_auto_count(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 
 #define D(f) offsetof(ct_data_settings, f)
-#define FMT(x) (1u << CT_DATA_##x)
 
-static const ct_key_spec data_keys[] = {
-    {.name = "format", .kind = CT_KEY_ENUM, .offset = D(format), .def = "idx", .names = format_names,
-     .label = "format"},
-    {.name = "train", .kind = CT_KEY_CUSTOM, .parse = parse_files, .offset = D(train), .mask = FMT(IDX) | FMT(CIFAR10),
-     .flags = CT_KEY_REQUIRED},
-    {.name = "train_labels", .kind = CT_KEY_PATH, .offset = D(train_labels), .mask = FMT(IDX), .flags = CT_KEY_REQUIRED,
-     .note = "cifar10 files hold their labels"},
-    {.name = "test", .kind = CT_KEY_CUSTOM, .parse = parse_files, .offset = D(test), .mask = FMT(IDX) | FMT(CIFAR10)},
-    {.name = "test_labels", .kind = CT_KEY_PATH, .offset = D(test_labels), .mask = FMT(IDX),
-     .note = "cifar10 files hold their labels"},
+/* Read first: it picks the format, whose rows then apply. */
+static const ct_key_spec format_key[] = {{.name = "format", .kind = CT_KEY_ENUM, .offset = D(format), .def = "idx",
+                                          .names = ct_data_format_names, .label = "format"}};
+
+/* The keys of every format, after the format's own. */
+static const ct_key_spec common_keys[] = {
     {.name = "normalize", .kind = CT_KEY_CUSTOM, .parse = parse_normalize, .def = "none"},
     {.name = "augment", .kind = CT_KEY_CUSTOM, .parse = parse_augment, .def = "none"},
-    {.name = "shape", .kind = CT_KEY_CUSTOM, .offset = D(shape), .parse = parse_shape, .def = "28, 28, 1",
-     .mask = FMT(SYNTHETIC)},
-    {.name = "classes", .kind = CT_KEY_INT, .offset = D(classes), .def = "10", .mask = FMT(SYNTHETIC),
-     .flags = CT_KEY_HAS_MIN | CT_KEY_HAS_MAX, .min = 2, .max = 256},
-    {.name = "count", .kind = CT_KEY_LONG, .offset = D(count), .def = "1000", .mask = FMT(SYNTHETIC),
-     .flags = CT_KEY_HAS_MIN, .min = 1},
-    {.name = "test_count", .kind = CT_KEY_LONG, .offset = D(test_count), .def = "200", .mask = FMT(SYNTHETIC),
-     .flags = CT_KEY_HAS_MIN, .min = 0},
     {.name = "train_limit", .kind = CT_KEY_LONG, .offset = D(train_limit), .def = "0", .flags = CT_KEY_HAS_MIN,
      .min = 0},
     {.name = "test_limit", .kind = CT_KEY_LONG, .offset = D(test_limit), .def = "0", .flags = CT_KEY_HAS_MIN, .min = 0},
@@ -61,17 +49,56 @@ static const ct_key_spec data_keys[] = {
     {.name = "drop_last", .kind = CT_KEY_BOOL, .offset = D(drop_last), .def = "off"},
 };
 
-static const ct_key_table data_table = CT_KEY_TABLE(data_keys);
-static const ct_key_set data_set = {&data_table, 1, &data_keys[0], format_names, "format", CT_MISPLACED_SETTING};
-
-/* train, test: one path, or for cifar10 a comma list of files (or a folder). Which one follows the
- * format read so far: the default, idx, until the format entry is reached in file order. */
-static ct_status parse_files(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
+/* A format's key as a row of the config's tables, applying to the formats in mask. */
+static ct_key_spec format_row(const ct_data_key *k, unsigned mask)
 {
-    const ct_data_settings *d = base;
-    ct_key_spec files = *ks;
-    files.kind = d->format == CT_DATA_CIFAR10 ? CT_KEY_PATH_LIST : CT_KEY_PATH;
-    return ct_key_parse(vc, &files, text, base);
+    static const ct_key_kind kinds[] = {[CT_DATA_KEY_PATH] = CT_KEY_PATH, [CT_DATA_KEY_PATHS] = CT_KEY_PATH_LIST,
+                                        [CT_DATA_KEY_INT] = CT_KEY_INT, [CT_DATA_KEY_LONG] = CT_KEY_LONG,
+                                        [CT_DATA_KEY_SHAPE] = CT_KEY_CUSTOM};
+    unsigned flags = (k->flags & CT_DATA_KEY_REQUIRED ? CT_KEY_REQUIRED : 0u) |
+                     (k->flags & CT_DATA_KEY_HAS_MIN ? CT_KEY_HAS_MIN : 0u) |
+                     (k->flags & CT_DATA_KEY_HAS_MAX ? CT_KEY_HAS_MAX : 0u);
+    return (ct_key_spec){.name = k->name, .kind = kinds[k->kind], .offset = k->offset, .def = k->def, .mask = mask,
+                         .flags = flags, .min = (double)k->min, .max = (double)k->max,
+                         .parse = k->kind == CT_DATA_KEY_SHAPE ? parse_shape : NULL, .note = k->note};
+}
+
+/* Every format's keys as one table, format after format. Built for each read (a dozen rows), so
+ * the records stay the only place a format's keys are written. */
+enum { MAX_FORMAT_ROWS = 64 };
+typedef struct format_rows {
+    ct_key_spec row[MAX_FORMAT_ROWS];
+    size_t n;
+} format_rows;
+
+static ct_status gather_format_rows(format_rows *r, ct_err *err)
+{
+    r->n = 0;
+    for (int f = 0; f < CT_DATA_FORMAT_COUNT; f++) {
+        const ct_data_format_def *def = ct_data_format_of((ct_data_format)f);
+        for (int i = 0; i < def->n_keys; i++) {
+            if (r->n == MAX_FORMAT_ROWS)
+                return ct_fail(err, CT_ERR_INTERNAL, "the data formats have more than %d keys", MAX_FORMAT_ROWS);
+            r->row[r->n++] = format_row(&def->keys[i], 1u << f);
+        }
+    }
+    return CT_OK;
+}
+
+/* A path key given only with its partner (idx's test_labels with test): both or neither. */
+static ct_status check_pairs(const ct_value_ctx *vc, const ct_data_format_def *def)
+{
+    for (int i = 0; i < def->n_keys; i++) {
+        const ct_data_key *k = &def->keys[i];
+        if (!k->with)
+            continue;
+        const ct_ini_entry *mine = ct_section_entry(vc->sec, k->name), *other = ct_section_entry(vc->sec, k->with);
+        if (other && !mine)
+            return ct_fail_entry(vc, other, "[data] has %s but no %s; give both or neither", k->with, k->name);
+        if (mine && !other)
+            return ct_fail_entry(vc, mine, "[data] has %s but no %s; give both or neither", k->name, k->with);
+    }
+    return CT_OK;
 }
 
 /* normalize = m1, ..., mk, s1, ..., sk: k means then k standard deviations, k in 1..4. */
@@ -199,14 +226,13 @@ ct_status ct_config_read_data(ct_value_ctx *vc)
 {
     ct_data_settings *d = &vc->cfg->data;
     d->line = vc->sec->line;
-    ct_status st = ct_keys_read(vc, &data_set, d);
+    format_rows rows;
+    ct_status st = gather_format_rows(&rows, vc->err);
     if (st != CT_OK)
         return st;
-    /* idx test images and labels come as a pair */
-    const ct_ini_entry *test = ct_section_entry(vc->sec, "test"), *labels = ct_section_entry(vc->sec, "test_labels");
-    if (d->format == CT_DATA_IDX && test && !labels)
-        return ct_fail_entry(vc, test, "[data] has test but no test_labels; give both or neither");
-    if (d->format == CT_DATA_IDX && labels && !test)
-        return ct_fail_entry(vc, labels, "[data] has test_labels but no test; give both or neither");
-    return CT_OK;
+    const ct_key_table tables[] = {CT_KEY_TABLE(format_key), {rows.row, rows.n}, CT_KEY_TABLE(common_keys)};
+    const ct_key_set set = {tables, CT_COUNT(tables), &format_key[0], ct_data_format_names, "format",
+                            CT_MISPLACED_SETTING};
+    st = ct_keys_read(vc, &set, d);
+    return st == CT_OK ? check_pairs(vc, ct_data_format_of(d->format)) : st;
 }

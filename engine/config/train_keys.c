@@ -9,7 +9,6 @@
 
 static const char *const optimizer_names[] = {"sgd", "momentum", "adam", "adamw", NULL};
 static const char *const schedule_names[] = {"constant", "step", "cosine", NULL};
-static const char *const precision_names[] = {"fp32", "fp16", "bf16", NULL};
 static const char *const lr_scaling_names[] = {"none", "linear", "sqrt", NULL};
 static const char *const comm_names[] = {"auto", "nccl", NULL};
 
@@ -66,7 +65,7 @@ static const ct_key_spec train_keys[] = {
      .flags = CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN | CT_KEY_HAS_MAX, .min = 0, .max = 1},
     {.name = "warmup", .kind = CT_KEY_FLOAT, .offset = T(warmup), .def = "0", .flags = CT_KEY_HAS_MIN, .min = 0},
     {.name = "min_lr", .kind = CT_KEY_FLOAT, .offset = T(min_lr), .def = "0", .flags = CT_KEY_HAS_MIN, .min = 0},
-    {.name = "precision", .kind = CT_KEY_ENUM, .offset = T(precision), .def = "fp32", .names = precision_names,
+    {.name = "precision", .kind = CT_KEY_ENUM, .offset = T(precision), .def = "fp32", .names = ct_precision_names,
      .label = "precision"},
     /* Keras's and PyTorch's defaults: start at 2^15, double after 2000 clean steps. The first
      * scale lies within the scaler's own bounds (base/scaler.h), which it never leaves. */

@@ -11,8 +11,6 @@
 
 enum { BENCH_BATCHES = 4, BENCH_WINDOWS = 5 };
 
-static const char *const precision_words[] = {"fp32", "fp16", "bf16"};
-
 /* Device copies of whole batches: (batch, input) fp32 and (batch) int32 each. */
 typedef struct bench_data {
     void *x[BENCH_BATCHES];
@@ -158,7 +156,7 @@ ct_status ct_bench(ct_net *net, int warmup, long steps, ct_bench_result *out)
     *out = (ct_bench_result){
         .batch = net->batch, .steps = done, .ms_per_step = total / (double)done, .ms_per_step_min = best,
         .images_per_s = total > 0 ? (double)net->batch * (double)done / (total / 1000.0) : 0.0,
-        .graph = be->graphs, .precision = precision_words[net->cfg.train.precision],
+        .graph = be->graphs, .precision = ct_precision_name(net->cfg.train.precision),
         .loss_scale = scaled ? sc.scale : -1.0, .skipped_steps = scaled ? (long)sc.skipped_steps : -1,
     };
     return CT_OK;

@@ -543,8 +543,7 @@ static ct_status run_epoch(ct_net *net, const ct_callbacks *cb, ct_epoch_stats *
     split.compute -= split.comm;
     ct_time_split_fill(&split, train_seconds, es->input_workers, es);
     ct_monitor_epoch_stats(net->monitor, es);
-    static const char *const precision_words[] = {"fp32", "fp16", "bf16"};
-    es->precision = precision_words[t->precision];
+    es->precision = ct_precision_name(t->precision);
     st = read_scaler(net, &es->loss_scale, &es->skipped_steps, err);
     if (st != CT_OK)
         return st;

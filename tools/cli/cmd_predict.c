@@ -14,7 +14,7 @@ static int write_csv(FILE *out, const int *classes, const float *probabilities, 
     return ferror(out) ? -1 : 0;
 }
 
-int cmd_predict(const cli_options *opt)
+static int cmd_predict(const cli_options *opt)
 {
     ct_net *net = NULL;
     int rc = cli_open(opt, &net);
@@ -70,3 +70,12 @@ int cmd_predict(const cli_options *opt)
     ct_close(net);
     return rc;
 }
+
+const cli_command cli_cmd_predict = {
+    .name = "predict",
+    .run = cmd_predict,
+    .usage = "predict --config FILE --weights CKPT --images IDX [--out CSV]",
+    .about = "class and probability for each image of an IDX file, as CSV",
+    .takes = CLI_OPTS_CONFIG | CLI_OPTS_RUN | CLI_OPT(WEIGHTS) | CLI_OPT(IMAGES) | CLI_OPT(OUT_CSV),
+    .needs = CLI_OPT(CONFIG) | CLI_OPT(WEIGHTS) | CLI_OPT(IMAGES),
+};

@@ -136,7 +136,7 @@ static void print_scaling(const summary *s)
         printf("warning: %s\n", s->warnings[i]);
 }
 
-int cmd_summary(const cli_options *opt)
+static int cmd_summary(const cli_options *opt)
 {
     ct_net *net = NULL;
     int rc = cli_open(opt, &net);
@@ -166,3 +166,13 @@ int cmd_summary(const cli_options *opt)
     ct_close(net);
     return CLI_OK;
 }
+
+const cli_command cli_cmd_summary = {
+    .name = "summary",
+    .run = cmd_summary,
+    .usage = "summary --config FILE [--batch B] [--json] [options]",
+    .about = "per layer: output shape, parameters, FLOPs, activation memory at the batch;\n"
+             "the memory plan, the largest batch that fits, the launch-cost check",
+    .takes = CLI_OPTS_CONFIG | CLI_OPTS_RUN | CLI_OPT(JSON) | CLI_OPT(BUS_GBPS),
+    .needs = CLI_OPT(CONFIG),
+};

@@ -85,7 +85,7 @@ static int open_tensorboard(ct_net *net, const cli_options *opt)
     return CLI_OK;
 }
 
-int cmd_train(const cli_options *opt)
+static int cmd_train(const cli_options *opt)
 {
     /* from the start: a signal while the data loads stops training before its first step ends */
     catch_stop_signals();
@@ -168,3 +168,14 @@ int cmd_train(const cli_options *opt)
     ct_close(net);
     return CLI_OK;
 }
+
+const cli_command cli_cmd_train = {
+    .name = "train",
+    .run = cmd_train,
+    .usage = "[train] --config FILE [options]",
+    .about = "train the network the config describes (the default)",
+    .takes = CLI_OPTS_CONFIG | CLI_OPTS_RUN | CLI_OPT(LOG) | CLI_OPT(TENSORBOARD) | CLI_OPT(CHECKPOINT) |
+             CLI_OPT(RESUME),
+    .needs = CLI_OPT(CONFIG),
+    .refusals = (const cli_refusal[]){{CLI_OPT_WEIGHTS, "to continue training use --resume"}, {0}},
+};

@@ -1,4 +1,5 @@
-/* The cutrain command: shared options and the subcommands (one file each). */
+/* The cutrain command: its options (options.c), its subcommands (commands.c lists them; each is a
+ * record in its own file, cmd_<name>.c), and what the subcommands share. */
 #ifndef CT_CLI_H
 #define CT_CLI_H
 
@@ -12,7 +13,8 @@ enum { CLI_OK = 0, CLI_FAILURE = 1, CLI_USAGE = 2 };
 #define CLI_MAX_SETS 64
 
 typedef struct cli_options {
-    const char *command;    /* train, eval, summary */
+    const char *command;    /* the subcommand's name */
+    unsigned given;         /* the options on the command line, CLI_OPT bits */
     const char *config;
     const char *sets[CLI_MAX_SETS];  /* "section.key=value" */
     int n_sets;
@@ -23,7 +25,7 @@ typedef struct cli_options {
     const char *resume;          /* train: checkpoint file or folder to continue from */
     const char *weights;         /* eval, predict: checkpoint to load */
     const char *images;          /* predict: IDX images */
-    const char *out;             /* predict: CSV path ("-" or absent: stdout) */
+    const char *out;             /* predict: CSV path ("-" or absent: stdout); experiment: its folder */
     long steps;                  /* bench, experiment: timed steps (0: default) */
     double seconds;              /* experiment: timed seconds per rung (0: default) */
     const char *rungs;           /* experiment: which rungs ("0-3", "0,2"; NULL: all) */
@@ -44,13 +46,56 @@ int cli_open(const cli_options *opt, ct_net **out);
 int cli_fail(ct_net *net, ct_status status);
 int cli_exit_code(ct_status status);
 
-int cmd_train(const cli_options *opt);
-int cmd_eval(const cli_options *opt);
-int cmd_summary(const cli_options *opt);
-int cmd_predict(const cli_options *opt);
-int cmd_bench(const cli_options *opt);
-int cmd_doctor(const cli_options *opt);
-int cmd_experiment(const cli_options *opt);
+/* ---- the options (options.c): one row each, in --help's order ---- */
+
+typedef enum cli_option_id {
+    CLI_OPT_CONFIG, CLI_OPT_SET, CLI_OPT_DEVICES, CLI_OPT_LOG, CLI_OPT_TENSORBOARD, CLI_OPT_CHECKPOINT,
+    CLI_OPT_RESUME, CLI_OPT_WEIGHTS, CLI_OPT_IMAGES, CLI_OPT_OUT_CSV, CLI_OPT_OUT_DIR, CLI_OPT_STEPS,
+    CLI_OPT_SECONDS, CLI_OPT_RUNGS, CLI_OPT_WARMUP, CLI_OPT_INPUT_ONLY, CLI_OPT_TRACE, CLI_OPT_BATCH, CLI_OPT_JSON,
+    CLI_OPT_BUS_GBPS, CLI_OPT_PRECISION, CLI_OPT_QUIET, CLI_OPT_HELP, CLI_OPT_VERSION,
+    CLI_OPTION_COUNT
+} cli_option_id;
+
+#define CLI_OPT(name) (1u << CLI_OPT_##name)
+/* What every subcommand takes without saying so. */
+#define CLI_OPTS_ALWAYS (CLI_OPT(QUIET) | CLI_OPT(HELP) | CLI_OPT(VERSION))
+/* The config and its overrides, and the overrides of where and how to run: what most take. */
+#define CLI_OPTS_CONFIG (CLI_OPT(CONFIG) | CLI_OPT(SET))
+#define CLI_OPTS_RUN (CLI_OPT(DEVICES) | CLI_OPT(BATCH) | CLI_OPT(PRECISION))
+
+/* ---- the subcommands ---- */
+
+/* An option a subcommand refuses with a reason, said in the refusal. */
+typedef struct cli_refusal {
+    cli_option_id option;
+    const char *why;
+} cli_refusal;
+
+/* One subcommand: --help's usage line and description, the dispatch and the option checks all
+ * come from these records. */
+typedef struct cli_command {
+    const char *name;
+    int (*run)(const cli_options *opt);
+    const char *usage;        /* the synopsis after "cutrain "; '\n' continues it under the first */
+    const char *about;        /* for --help's list of commands; '\n' continues it */
+    unsigned takes;           /* the options it accepts (CLI_OPTS_ALWAYS besides), CLI_OPT bits */
+    unsigned needs;           /* those it cannot run without */
+    const cli_refusal *refusals; /* options refused with a reason; ends with a NULL why; may be NULL */
+    int (*check)(const cli_options *opt); /* rules across its options (prints, CLI_USAGE); may be NULL */
+} cli_command;
+
+/* commands.c: the subcommands in --help's order, NULL-terminated; the first is the default. */
+extern const cli_command *const cli_commands[];
+/* The subcommand called name; prints the problem and returns NULL when there is none. */
+const cli_command *cli_find_command(const char *name);
+
+/* options.c: argv[first..] into opt (opt->command and opt->given set); --help and --version print
+ * and exit. Then the options against cmd's record. Both print the problem and return an exit
+ * code. */
+int cli_parse_options(int argc, char **argv, int first, const cli_command *cmd, cli_options *opt);
+int cli_check_options(const cli_command *cmd, const cli_options *opt);
+/* --help's text. */
+void cli_usage(FILE *out);
 
 /* Checkpoint folders (checkpoint_dir.c): DIR/ckpt-<step>.ckpt, the last `keep` kept, and
  * DIR/best.ckpt for the best test accuracy. */

@@ -19,7 +19,7 @@ static void json_string(FILE *out, const char *s)
     fputc('"', out);
 }
 
-int cmd_bench(const cli_options *opt)
+static int cmd_bench(const cli_options *opt)
 {
     ct_net *net = NULL;
     int rc = cli_open(opt, &net);
@@ -69,3 +69,25 @@ int cmd_bench(const cli_options *opt)
     ct_close(net);
     return CLI_OK;
 }
+
+/* --trace times a training step, which --input-only leaves out. */
+static int check_bench(const cli_options *opt)
+{
+    if (opt->input_only && opt->trace) {
+        fprintf(stderr, "cutrain: --trace (it traces a training step, not the input pipeline) does not apply to "
+                        "'bench'\n");
+        return CLI_USAGE;
+    }
+    return CLI_OK;
+}
+
+const cli_command cli_cmd_bench = {
+    .name = "bench",
+    .run = cmd_bench,
+    .usage = "bench --config FILE [--steps N] [--batch B] [--precision P]\n"
+             "[--warmup N] [--input-only] [--trace FILE]",
+    .about = "training images/s and ms per step after warm-up, as one JSON line",
+    .takes = CLI_OPTS_CONFIG | CLI_OPTS_RUN | CLI_OPT(STEPS) | CLI_OPT(WARMUP) | CLI_OPT(INPUT_ONLY) | CLI_OPT(TRACE),
+    .needs = CLI_OPT(CONFIG),
+    .check = check_bench,
+};

@@ -1,7 +1,7 @@
 /* cutrain eval: test-set loss and accuracy of the network as configured, or of --weights. */
 #include "cli.h"
 
-int cmd_eval(const cli_options *opt)
+static int cmd_eval(const cli_options *opt)
 {
     ct_net *net = NULL;
     int rc = cli_open(opt, &net);
@@ -26,3 +26,12 @@ int cmd_eval(const cli_options *opt)
     ct_close(net);
     return CLI_OK;
 }
+
+const cli_command cli_cmd_eval = {
+    .name = "eval",
+    .run = cmd_eval,
+    .usage = "eval --config FILE [options]",
+    .about = "test-set loss and accuracy of the network",
+    .takes = CLI_OPTS_CONFIG | CLI_OPTS_RUN | CLI_OPT(WEIGHTS),
+    .needs = CLI_OPT(CONFIG),
+};

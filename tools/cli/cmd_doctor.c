@@ -67,7 +67,7 @@ static void print_gpu(const ct_gpu_health *g, int with_nccl)
     printf(with_nccl ? "  nccl ok\n" : "  nccl skipped: built without NCCL\n");
 }
 
-int cmd_doctor(const cli_options *opt)
+static int cmd_doctor(const cli_options *opt)
 {
     (void)opt;
     ct_doctor_report *r = calloc(1, sizeof *r);  /* about 7 KiB: keep it off the stack */
@@ -116,3 +116,14 @@ int cmd_doctor(const cli_options *opt)
     free(r);
     return rc;
 }
+
+#define NO_CONFIG "doctor takes no config; it checks every visible GPU"
+
+const cli_command cli_cmd_doctor = {
+    .name = "doctor",
+    .run = cmd_doctor,
+    .usage = "doctor",
+    .about = "driver and library versions, and a health check of every visible GPU",
+    .refusals = (const cli_refusal[]){{CLI_OPT_CONFIG, NO_CONFIG}, {CLI_OPT_SET, NO_CONFIG},
+                                      {CLI_OPT_DEVICES, NO_CONFIG}, {0}},
+};

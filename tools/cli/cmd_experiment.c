@@ -304,7 +304,7 @@ static int check_out(const char *dir)
     return 1;
 }
 
-int cmd_experiment(const cli_options *opt)
+static int cmd_experiment(const cli_options *opt)
 {
     int asked[XP_RUNGS];
     if (!xp_parse_rungs(opt->rungs ? opt->rungs : "all", asked))
@@ -367,3 +367,27 @@ int cmd_experiment(const cli_options *opt)
         printf("wrote %s/experiment.csv, .json, .md\n", dir);
     return failed ? CLI_FAILURE : CLI_OK;
 }
+
+static int check_experiment(const cli_options *opt)
+{
+    if (opt->steps && opt->seconds > 0) {
+        fprintf(stderr, "cutrain: experiment takes --steps N or --seconds S, not both\n");
+        return CLI_USAGE;
+    }
+    return CLI_OK;
+}
+
+const cli_command cli_cmd_experiment = {
+    .name = "experiment",
+    .run = cmd_experiment,
+    .usage = "experiment --config FILE [--out DIR] [--steps N | --seconds S] [--rungs LIST]",
+    .about = "the network through a ladder of speed techniques, one rung each (naive, +\n"
+             "prefetch, + big batch, + fp16, + CUDA graph, + GPU augment, + all GPUs): images/s,\n"
+             "GPU and CPU use and the verdict per rung, in DIR/experiment.csv, .json, .md, .png",
+    .takes = CLI_OPTS_CONFIG | CLI_OPT(OUT_DIR) | CLI_OPT(STEPS) | CLI_OPT(SECONDS) | CLI_OPT(RUNGS),
+    .needs = CLI_OPT(CONFIG),
+    .refusals = (const cli_refusal[]){{CLI_OPT_DEVICES, "the rungs choose the devices"},
+                                      {CLI_OPT_BATCH, "the rungs choose the batch"},
+                                      {CLI_OPT_PRECISION, "the rungs choose it"}, {0}},
+    .check = check_experiment,
+};

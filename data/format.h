@@ -1,0 +1,71 @@
+/* What a data format provides: one record per row of CT_DATA_FORMATS (data/formats.h), defined in
+ * the format's own file.
+ *
+ * The record names the [data] keys the format takes (the config reader turns them into rows of its
+ * key tables, so a key of another format is reported as such) and the functions the loader calls.
+ * A format either opens a set into memory whole (idx, cifar10, synthetic: `read` is NULL and
+ * ds->images holds every sample), or opens an index of its samples and decodes one at a time with
+ * `read`, straight into a batch slot (a folder of image files). */
+#ifndef CT_DATA_FORMAT_H
+#define CT_DATA_FORMAT_H
+
+#include "data/dataset.h"
+
+/* The kinds of value a format's key may take; the config reader parses each. */
+typedef enum ct_data_key_kind {
+    CT_DATA_KEY_PATH,    /* char *: one file or folder, resolved against the config's folder */
+    CT_DATA_KEY_PATHS,   /* char *: a comma list of them, each resolved, joined by commas */
+    CT_DATA_KEY_INT,     /* int */
+    CT_DATA_KEY_LONG,    /* long */
+    CT_DATA_KEY_SHAPE    /* ct_shape, from "H, W, C" (C at most CT_MAX_CHANNELS) */
+} ct_data_key_kind;
+
+enum {
+    CT_DATA_KEY_REQUIRED = 1 << 0,
+    CT_DATA_KEY_HAS_MIN = 1 << 1,
+    CT_DATA_KEY_HAS_MAX = 1 << 2,
+};
+
+/* One [data] key of a format. Several formats may have a key of the same name (each its own row,
+ * its own kind or default); only the rows of the format in use apply. */
+typedef struct ct_data_key {
+    const char *name;
+    ct_data_key_kind kind;
+    size_t offset;         /* offsetof(ct_data_settings, the field) */
+    const char *def;       /* the default, parsed like a given value; NULL: none */
+    unsigned flags;
+    long min, max;         /* with CT_DATA_KEY_HAS_MIN / _HAS_MAX */
+    const char *with;      /* a path key that goes with this one, both or neither (idx: test_labels, test) */
+    const char *note;      /* why the key does not apply to other formats, for that message */
+} ct_data_key;
+
+/* Which set of [data] to open. */
+typedef enum ct_data_split { CT_DATA_TRAIN, CT_DATA_TEST } ct_data_split;
+
+typedef struct ct_data_format_def {
+    const ct_data_key *keys;
+    int n_keys;
+    /* Checks beyond the keys' own (required paths are checked from the keys); NULL: none. Runs
+     * before any file is touched. */
+    ct_status (*check)(const ct_data_settings *dc, ct_err *err);
+    /* Opens one set into ds (zeroed by the caller): count, shape, classes and labels, and the
+     * pixels (ds->images) unless the format reads them on demand. A split the settings do not
+     * name (no test set) leaves ds empty and returns CT_OK. `seed`: the run's seed. Frees what
+     * it allocated on failure. */
+    ct_status (*open)(const ct_data_settings *dc, ct_data_split split, uint64_t seed, ct_dataset *ds, ct_err *err);
+    /* The per-sample shape and class count of the training set, reading as little as it can. */
+    ct_status (*probe)(const ct_data_settings *dc, ct_shape *shape, int *classes, ct_err *err);
+    /* Decodes sample `index` of a set it opened into x: (h, w, c) uint8, a slot of the batch
+     * being made. NULL for formats whose open loads every sample. */
+    ct_status (*read)(const ct_dataset *ds, long index, uint8_t *x, ct_err *err);
+} ct_data_format_def;
+
+/* A record's key list: `.keys` and `.n_keys` of a whole array of rows. */
+#define CT_DATA_KEYS(rows) .keys = (rows), .n_keys = (int)(sizeof(rows) / sizeof *(rows))
+
+/* The record of format f (NULL for a value outside the list). */
+const ct_data_format_def *ct_data_format_of(ct_data_format f);
+/* `format = <name>` for messages ("?" outside the list). */
+const char *ct_data_format_name(ct_data_format f);
+
+#endif
