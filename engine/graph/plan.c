@@ -1,5 +1,6 @@
 /* The memory plan: what binding a network allocates at a batch size, by purpose and by element
- * type, computed without allocating; and the largest batch whose plan fits a budget. */
+ * type, computed without allocating, with what the backend reserves for it (its workspace and
+ * scratch, asked of its layer ops); and the largest batch whose plan fits a budget. */
 #include "graph/graph_internal.h"
 
 #include <stdint.h>
@@ -113,6 +114,25 @@ size_t ct_graph_grad_layout(const ct_graph *g, int n, size_t *offset)
     return total;
 }
 
+/* ---- the backend's part ---- */
+
+void ct_graph_backend_sizes(const ct_graph *g, ct_backend *be, int batch, size_t *workspace, size_t *scratch)
+{
+    *workspace = *scratch = 0;
+    for (int i = 0; i < g->n_layers; i++) {
+        const ct_layer *l = &g->layers[i];
+        const ct_layer_ops *ops = be->ops->layers[l->type];
+        /* in fp32 whatever the layer's dtype: a half layer's gradient before its fused activation
+         * is computed in fp32 on the CPU (its half path), and fp32 is the wider */
+        size_t out = (size_t)batch * ct_shape_size(l->out) * ct_dtype_size(CT_DTYPE_F32);
+        size_t ws = ops->workspace_bytes ? ops->workspace_bytes(be, l, batch) : 0;
+        if (ws > *workspace)
+            *workspace = ws;
+        if (out > *scratch)
+            *scratch = out;
+    }
+}
+
 /* ---- the plan ---- */
 
 void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan)
@@ -144,7 +164,7 @@ void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer op
      * activations' type (the half type in a mixed-precision run) */
     plan->gradients = ct_graph_grad_layout(g, batch, NULL);
     by[g->half] += plan->gradients;
-    ct_backend_sizes(be, g, batch, &workspace, &scratch);
+    ct_graph_backend_sizes(g, be, batch, &workspace, &scratch);
     plan->workspace = workspace + scratch;
     by[CT_DTYPE_U8] += plan->workspace;
     plan->total = plan->params + plan->params_half + plan->optimizer + plan->state + plan->inputs + plan->activations +
