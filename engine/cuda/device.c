@@ -238,6 +238,11 @@ static int cuda_pci_bus_id(const ct_device *d, char *buf, int n)
     return 1;
 }
 
+static ct_status cuda_step_timer_create(ct_device *d, ct_step_timer **out, ct_err *err)
+{
+    return ct_step_timer_create(dev_of(d)->compute, out, err);
+}
+
 static const ct_device_ops cuda_device_ops = {
     .name = "cuda",
     .activate = cuda_activate,
@@ -256,7 +261,7 @@ static const ct_device_ops cuda_device_ops = {
     .mark = cuda_mark,
     .elapsed = cuda_elapsed,
     .pci_bus_id = cuda_pci_bus_id,
-    .step_timer_create = ct_step_timer_create,
+    .step_timer_create = cuda_step_timer_create,
     .step_timer_begin = ct_step_timer_begin,
     .step_timer_end = ct_step_timer_end,
     .step_timer_total = ct_step_timer_total,

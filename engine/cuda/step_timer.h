@@ -9,8 +9,8 @@
 #include "base/status.h"
 #include "device.h"
 
-/* On CUDA device d's compute stream. */
-ct_status ct_step_timer_create(ct_device *d, ct_step_timer **out, ct_err *err);
+/* On `stream`, a CUDA device's compute stream (its cudaStream_t). */
+ct_status ct_step_timer_create(void *stream, ct_step_timer **out, ct_err *err);
 /* Around one step (on the thread that enqueues it). */
 ct_status ct_step_timer_begin(ct_step_timer *t, ct_err *err);
 ct_status ct_step_timer_end(ct_step_timer *t, ct_err *err);

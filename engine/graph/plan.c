@@ -1,6 +1,5 @@
 /* The memory plan: what binding a network allocates at a batch size, by purpose and by element
- * type, computed without allocating, with what the backend reserves for it (its workspace and
- * scratch, asked of its layer ops); and the largest batch whose plan fits a budget. */
+ * type, computed without allocating; and the largest batch whose plan fits a budget. */
 #include "graph/graph_internal.h"
 
 #include <stdint.h>
@@ -112,25 +111,6 @@ size_t ct_graph_grad_layout(const ct_graph *g, int n, size_t *offset)
     free(buf);
     free(last_writer);
     return total;
-}
-
-/* ---- the backend's part ---- */
-
-void ct_graph_backend_sizes(const ct_graph *g, ct_backend *be, int batch, size_t *workspace, size_t *scratch)
-{
-    *workspace = *scratch = 0;
-    for (int i = 0; i < g->n_layers; i++) {
-        const ct_layer *l = &g->layers[i];
-        const ct_layer_ops *ops = be->ops->layers[l->type];
-        /* in fp32 whatever the layer's dtype: a half layer's gradient before its fused activation
-         * is computed in fp32 on the CPU (its half path), and fp32 is the wider */
-        size_t out = (size_t)batch * ct_shape_size(l->out) * ct_dtype_size(CT_DTYPE_F32);
-        size_t ws = ops->workspace_bytes ? ops->workspace_bytes(be, l, batch) : 0;
-        if (ws > *workspace)
-            *workspace = ws;
-        if (out > *scratch)
-            *scratch = out;
-    }
 }
 
 /* ---- the plan ---- */
