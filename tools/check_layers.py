@@ -53,8 +53,6 @@ EXCEPTIONS = {
     ("engine/config/layer_keys.c", "graph/layer.h"),
 }
 
-# Where the include paths point (CMakeLists.txt): the file's own folder, engine/, the root.
-SEARCH = ["", "engine/", ""]
 SOURCE_DIRS = ["engine", "kernels", "data", "tools"]
 SOURCE_EXT = (".c", ".h", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
@@ -89,8 +87,9 @@ def sources(root):
 
 
 def resolve(root, path, inc):
-    here = os.path.dirname(path)
-    for base in [here, "engine", ""]:
+    """The file an include names, searched as the build does (CMakeLists.txt): the includer's own
+    folder, engine/, the root; None for a header outside the sources."""
+    for base in [os.path.dirname(path), "engine", ""]:
         cand = os.path.normpath(os.path.join(base, inc)).replace(os.sep, "/")
         if os.path.isfile(os.path.join(root, cand)):
             return cand

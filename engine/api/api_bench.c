@@ -3,23 +3,26 @@
  * train/bench.c), each on the prepared run. */
 #include "api/handle.h"
 
-ct_status ct_bench(ct_net *net, int warmup, long steps, ct_bench_result *out)
+/* A measuring call's start: its arguments refused when `bad` (saying `usage`), the run prepared. */
+static ct_status begin(ct_net *net, int bad, const char *usage)
 {
     if (!net)
         return CT_ERR_USAGE;
-    if (!out || warmup < 0 || steps <= 0)
-        return ct_fail(&net->run.err, CT_ERR_USAGE, "ct_bench: needs a result and steps > 0, warmup >= 0");
-    ct_status st = ct_prepare(net);
+    if (bad)
+        return ct_fail(&net->run.err, CT_ERR_USAGE, "%s", usage);
+    return ct_prepare(net);
+}
+
+ct_status ct_bench(ct_net *net, int warmup, long steps, ct_bench_result *out)
+{
+    ct_status st = begin(net, !out || warmup < 0 || steps <= 0, "ct_bench: needs a result and steps > 0, warmup >= 0");
     return st == CT_OK ? ct_train_bench(&net->run, warmup, steps, out) : st;
 }
 
 ct_status ct_bench_input(ct_net *net, long warmup, long batches, ct_input_bench_result *out)
 {
-    if (!net)
-        return CT_ERR_USAGE;
-    if (!out || warmup < 0 || batches <= 0)
-        return ct_fail(&net->run.err, CT_ERR_USAGE, "ct_bench_input: needs a result and batches > 0, warmup >= 0");
-    ct_status st = ct_prepare(net);
+    ct_status st = begin(net, !out || warmup < 0 || batches <= 0,
+                         "ct_bench_input: needs a result and batches > 0, warmup >= 0");
     if (st != CT_OK)
         return st;
     ct_train_apply_threads(&net->run);
@@ -38,10 +41,6 @@ ct_status ct_bench_input(ct_net *net, long warmup, long batches, ct_input_bench_
 
 ct_status ct_trace_step(ct_net *net, const char *path)
 {
-    if (!net)
-        return CT_ERR_USAGE;
-    if (!path)
-        return ct_fail(&net->run.err, CT_ERR_USAGE, "ct_trace_step: needs a path");
-    ct_status st = ct_prepare(net);
+    ct_status st = begin(net, !path, "ct_trace_step: needs a path");
     return st == CT_OK ? ct_train_trace_step(&net->run, path) : st;
 }
