@@ -1,30 +1,13 @@
-/* What a backend needs for a bound network, asked of its per-type ops; its note. */
-#include <stdio.h>
-#include <string.h>
+/* The backend registry (registry.h): the one file that knows which backends this build has, and
+ * the one place above the backends that tests CUTRAIN_HAVE_CUDA. A GPU backend brings its row
+ * (cuda/registry.c); naming it here is all the rest of the engine needs. */
+#include "registry.h"
 
-#include "graph/graph.h"
-
-void ct_backend_add_note(ct_backend *be, const char *text)
+const ct_gpu_backend *ct_registry_gpu(void)
 {
-    size_t used = strlen(be->note);
-    if (used + 1 >= sizeof be->note)
-        return;
-    snprintf(be->note + used, sizeof be->note - used, "%s%s", used ? "; " : "", text);
-}
-
-void ct_backend_sizes(ct_backend *be, const ct_graph *g, int batch, size_t *workspace, size_t *scratch)
-{
-    *workspace = *scratch = 0;
-    for (int i = 0; i < g->n_layers; i++) {
-        const ct_layer *l = &g->layers[i];
-        const ct_layer_ops *ops = be->ops->layers[l->type];
-        /* in fp32 whatever the layer's dtype: a half layer's gradient before its fused activation
-         * is computed in fp32 on the CPU (its half path), and fp32 is the wider */
-        size_t out = (size_t)batch * ct_shape_size(l->out) * ct_dtype_size(CT_DTYPE_F32);
-        size_t ws = ops->workspace_bytes ? ops->workspace_bytes(be, l, batch) : 0;
-        if (ws > *workspace)
-            *workspace = ws;
-        if (out > *scratch)
-            *scratch = out;
-    }
+#ifdef CUTRAIN_HAVE_CUDA
+    return &ct_cuda_registry_row;
+#else
+    return NULL;
+#endif
 }

@@ -3,17 +3,21 @@
  * above this interface knows which backend runs. Ops enqueue work in order on the device's
  * compute stream; only read_metrics, all_finite and input_wait may wait for it.
  *
- * A backend owns its workspace and scratch: the network asks how much it needs (ct_backend_sizes)
- * and hands it the sizes (reserve), it never writes the backend's fields. */
+ * A backend owns its workspace and scratch: the network asks how much it needs (the layer ops'
+ * workspace_bytes, ct_graph_backend_sizes) and hands it the sizes (reserve), it never writes the
+ * backend's fields. */
 #ifndef CT_BACKEND_H
 #define CT_BACKEND_H
 
 #include "base/scaler.h"
+#include "base/tensor.h"
+#include "data/settings.h"   /* CT_MAX_CHANNELS, the bound of device-side augmentation's channels */
 #include "device.h"
-#include "graph/layer.h"
 
 typedef struct ct_backend ct_backend;
-struct ct_graph;
+/* A layer of the network (graph/layer.h), which the per-type ops take: the network sits above
+ * this interface, and the backends that implement the ops include it. */
+typedef struct ct_layer ct_layer;
 
 /* What device-side augmentation needs of data/'s ct_augment: crop padding, flip, and the
  * normalisation folded to x * scale + bias per channel. */
@@ -199,25 +203,21 @@ struct ct_backend {
     ct_capture_agree capture_agree; /* set by the trainer around run_step over several ranks */
 };
 
-/* What the backend needs for network g at batch: the largest per-layer workspace and the largest
- * layer output (the scratch), in bytes. */
-void ct_backend_sizes(ct_backend *be, const struct ct_graph *g, int batch, size_t *workspace, size_t *scratch);
-
 /* Appends text to be->note, after "; " when it holds one already; cut to fit. */
 void ct_backend_add_note(ct_backend *be, const char *text);
 
-ct_status ct_cpu_backend_create(ct_backend **out, ct_device *dev, ct_err *err);
-
-#ifdef CUTRAIN_HAVE_CUDA
-typedef struct ct_cuda_options {
-    int graphs;              /* 1: run_step captures and replays CUDA graphs */
+/* What a backend takes from [train] when it is created (the registry passes it on; the CPU's
+ * backend takes none of it). */
+typedef struct ct_backend_options {
+    int graphs;              /* 1: run_step captures and replays (CUDA graphs) */
     int allow_tf32;          /* 1: cuDNN convolutions may use TF32 (PyTorch's default); matrix
                               * products stay in full fp32 either way, as PyTorch's do */
     int deterministic;       /* 1: cuDNN convolutions run deterministic algorithms where one
                               * fits ([train] deterministic); 0: the fastest */
-} ct_cuda_options;
-/* dev must be a CUDA device (ct_cuda_device_create). */
-ct_status ct_cuda_backend_create(ct_backend **out, ct_device *dev, const ct_cuda_options *opt, ct_err *err);
-#endif
+} ct_backend_options;
+
+/* The CPU backend on dev (a CPU device), which every build has; a GPU's comes from the registry
+ * (registry.h). */
+ct_status ct_cpu_backend_create(ct_backend **out, ct_device *dev, ct_err *err);
 
 #endif

@@ -10,6 +10,7 @@
 #include "base/status.h"
 
 typedef struct ct_device ct_device;
+typedef struct ct_step_timer ct_step_timer;   /* the device's own (step_timer_create) */
 
 enum { CT_DEVICE_MARKS = 4 };
 
@@ -47,6 +48,21 @@ typedef struct ct_device_ops {
      * milliseconds from a to b (CUDA events on the GPU, the clock on the CPU). */
     ct_status (*mark)(ct_device *d, int slot, ct_err *err);
     ct_status (*elapsed)(ct_device *d, int a, int b, double *ms, ct_err *err);
+    /* The device's PCI bus id ("0000:3b:00.0"), by which the monitor finds the same GPU in NVML
+     * whatever CUDA_VISIBLE_DEVICES says, into buf (n bytes, always terminated; "" when it cannot
+     * be read: the monitor then takes the ordinal for NVML's index). Returns 0 for a device NVML
+     * does not watch: the CPU answers none. */
+    int (*pci_bus_id)(const ct_device *d, char *buf, int n);
+    /* The compute stream's busy time over the train steps (the time split's device_busy): a timer
+     * into *out, or NULL where the device has none (the CPU answers none: its steps are the host's
+     * own time). begin and end go around each step, on the thread that enqueues it; total gives
+     * the seconds of every step timed so far, waiting for the last ones (called once the device
+     * has finished them). The four after create are called only with a timer create made. */
+    ct_status (*step_timer_create)(ct_device *d, ct_step_timer **out, ct_err *err);
+    ct_status (*step_timer_begin)(ct_step_timer *t, ct_err *err);
+    ct_status (*step_timer_end)(ct_step_timer *t, ct_err *err);
+    ct_status (*step_timer_total)(ct_step_timer *t, double *seconds, ct_err *err);
+    void (*step_timer_destroy)(ct_step_timer *t);
     void (*destroy)(ct_device *d);
 } ct_device_ops;
 
@@ -79,9 +95,7 @@ struct ct_device {
     void *impl;
 };
 
+/* The CPU device, which every build has; a GPU's comes from the registry (registry.h). */
 ct_status ct_cpu_device_create(ct_device **out, ct_err *err);
-#ifdef CUTRAIN_HAVE_CUDA
-ct_status ct_cuda_device_create(ct_device **out, int ordinal, ct_err *err);
-#endif
 
 #endif

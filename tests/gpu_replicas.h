@@ -40,10 +40,10 @@ static inline ct_net *gpu_mlp_fit(const char *devices, const char *comm)
 /* Replica rank's parameters, copied from its GPU into a new host buffer of *count floats. */
 static inline float *gpu_params(ct_net *net, int rank, size_t *count)
 {
-    const ct_tensor *p = &net->replicas[rank].graph.params;
+    const ct_tensor *p = &net->run.replicas[rank].graph.params;
     *count = p->count;
     float *host = xmalloc(ct_tensor_bytes(p));
-    GPU_OK(cudaSetDevice(net->replicas[rank].dev->ordinal));
+    GPU_OK(cudaSetDevice(net->run.replicas[rank].dev->ordinal));
     GPU_OK(cudaDeviceSynchronize());
     GPU_OK(cudaMemcpy(host, p->data, ct_tensor_bytes(p), cudaMemcpyDeviceToHost));
     return host;

@@ -86,7 +86,7 @@ static inline int ct_gpu_test_absent(void)
 
 /* A backend on a fresh device, both or neither: the CUDA device 0 with opt, or the CPU device
  * when opt is NULL. Release with ct_gpu_test_close. */
-static inline ct_status ct_gpu_test_open(ct_backend **be, const ct_cuda_options *opt, ct_err *err)
+static inline ct_status ct_gpu_test_open(ct_backend **be, const ct_backend_options *opt, ct_err *err)
 {
     ct_device *dev = NULL;
     *be = NULL;

@@ -37,7 +37,7 @@ static void test_plan(void)
 {
     ct_net *net = open_net("0.02");
     CHECK_MSG(ct_prepare(net) == CT_OK, "%s", ct_errmsg(net));
-    const ct_graph *g = &net->replicas[0].graph;
+    const ct_graph *g = &net->run.replicas[0].graph;
     size_t starts[8];
     int n = ct_bucket_starts(g, 0.02, starts, 8);
     CHECK(n == 2);
@@ -59,8 +59,8 @@ static void test_same_result(void)
     CHECK_MSG(ct_fit(small, NULL) == CT_OK, "%s", ct_errmsg(small));
     CHECK_MSG(ct_fit(one, NULL) == CT_OK, "%s", ct_errmsg(one));
     size_t starts[64];
-    CHECK(ct_bucket_starts(&small->replicas[0].graph, 0.001, starts, 64) == 3);
-    const ct_tensor *a = &small->replicas[0].graph.params, *b = &one->replicas[0].graph.params;
+    CHECK(ct_bucket_starts(&small->run.replicas[0].graph, 0.001, starts, 64) == 3);
+    const ct_tensor *a = &small->run.replicas[0].graph.params, *b = &one->run.replicas[0].graph.params;
     CHECK(a->count == b->count);
     CHECK_MSG(memcmp(a->data, b->data, ct_tensor_bytes(a)) == 0, "small buckets changed the parameters");
     ct_close(small);

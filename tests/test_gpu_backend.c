@@ -3,6 +3,7 @@
  * SGD (plain, weight decay, momentum, Nesterov) taking its learning rate from set_step, which must
  * give the CPU's bits. Exits 77 (skipped) without a GPU. */
 #include "backend.h"
+#include "base/rng.h"
 #include "tests/test_util.h"
 
 #ifdef CUTRAIN_HAVE_CUDA
@@ -72,7 +73,7 @@ int main(void)
     ct_err err;
     ct_backend *cpu = NULL, *gpu = NULL;
     CHECK(ct_gpu_test_open(&cpu, NULL, &err) == CT_OK);
-    CHECK_MSG(ct_gpu_test_open(&gpu, &(ct_cuda_options){.deterministic = 1}, &err) == CT_OK, "%s", err.msg);
+    CHECK_MSG(ct_gpu_test_open(&gpu, &(ct_backend_options){.deterministic = 1}, &err) == CT_OK, "%s", err.msg);
     if (!cpu || !gpu) {
         ct_gpu_test_close(cpu);
         ct_gpu_test_close(gpu);

@@ -53,10 +53,10 @@ static ct_net *fit(const char *sync_bn)
 /* The running statistics of rank 0, copied from its GPU into a new host buffer of *count floats. */
 static float *gpu_state(ct_net *net, size_t *count)
 {
-    const ct_tensor *s = &net->replicas[0].graph.state;
+    const ct_tensor *s = &net->run.replicas[0].graph.state;
     *count = s->count;
     float *host = xmalloc(ct_tensor_bytes(s));
-    GPU_OK(cudaSetDevice(net->replicas[0].dev->ordinal));
+    GPU_OK(cudaSetDevice(net->run.replicas[0].dev->ordinal));
     GPU_OK(cudaDeviceSynchronize());
     GPU_OK(cudaMemcpy(host, s->data, ct_tensor_bytes(s), cudaMemcpyDeviceToHost));
     return host;
@@ -75,7 +75,7 @@ int main(void)
     if (absent)
         return absent;
     ct_net *off = fit("off"), *on = fit("on");
-    CHECK(on->n_replicas == 1 && strcmp(on->comm->ops->name, "nccl") == 0);
+    CHECK(on->run.n_replicas == 1 && strcmp(on->run.comm->ops->name, "nccl") == 0);
     CHECK(ct_steps_done(on) == ct_steps_done(off) && ct_steps_done(on) == 47);
     size_t n1 = 0, n2 = 0, s1 = 0, s2 = 0;
     float *a = gpu_params(off, 0, &n1), *b = gpu_params(on, 0, &n2);

@@ -95,9 +95,9 @@ static unsigned case_counter;
 static float uniform(float lo, float hi) { return lo + (hi - lo) * ct_rng_uniform(&rng); }
 
 /* deterministic: parity is measured against one run's rounding, not whichever atomics came first */
-static const ct_cuda_options GPU_OPTIONS = {.graphs = 1, .allow_tf32 = 0, .deterministic = 1};
+static const ct_backend_options GPU_OPTIONS = {.graphs = 1, .allow_tf32 = 0, .deterministic = 1};
 /* PyTorch's default, the fastest algorithms, for the cases that check that path too */
-static const ct_cuda_options GPU_FASTEST = {.graphs = 1, .allow_tf32 = 0, .deterministic = 0};
+static const ct_backend_options GPU_FASTEST = {.graphs = 1, .allow_tf32 = 0, .deterministic = 0};
 
 /* The running round's CUDA backends, one per set of options, each opened by the first case that
  * asks for it and closed when the round ends (round_close). Per round, because a backend keeps
@@ -105,7 +105,7 @@ static const ct_cuda_options GPU_FASTEST = {.graphs = 1, .allow_tf32 = 0, .deter
  * later loss on that backend. `noted`: how much of the backend's note the log has shown (a note
  * is written once per backend, by the case that caused it). */
 typedef struct round_backend {
-    const ct_cuda_options *opt;
+    const ct_backend_options *opt;
     ct_backend *be;
     size_t noted;
 } round_backend;
@@ -475,9 +475,9 @@ static void reset_metrics(ct_backend *be)
 
 static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
 {
-    ct_graph *gc = &net->replicas[0].graph;
+    ct_graph *gc = &net->run.replicas[0].graph;
     ct_backend *cpu = gc->be, *gpu = gg->be;
-    const ct_train_config *tc = &net->cfg.train;
+    const ct_train_config *tc = &net->run.cfg.train;
     int n = gc->batch;
     CHECK_MSG(gg->param_span == gc->param_span && gg->n_state == gc->n_state && gg->n_layers == gc->n_layers &&
               gg->batch == gc->batch, "[%s] the two graphs differ in size", cs);
@@ -594,7 +594,7 @@ static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
     free(pc); free(pg); free(sc); free(sg);
 }
 
-static round_backend *round_of(const ct_cuda_options *opt)
+static round_backend *round_of(const ct_backend_options *opt)
 {
     for (size_t i = 0; i < N_ROUND_GPU; i++)
         if (round_gpu[i].opt == opt)
@@ -604,7 +604,7 @@ static round_backend *round_of(const ct_cuda_options *opt)
 
 /* The round's backend with options opt (GPU_OPTIONS or GPU_FASTEST), opened on first use; NULL
  * when it cannot be opened (err says why). */
-static ct_backend *round_open(const ct_cuda_options *opt, ct_err *err)
+static ct_backend *round_open(const ct_backend_options *opt, ct_err *err)
 {
     round_backend *r = round_of(opt);
     if (!r) {
@@ -619,7 +619,7 @@ static ct_backend *round_open(const ct_cuda_options *opt, ct_err *err)
 /* The part of the note of the round's backend with options opt that the log has not shown yet,
  * printed under the case that caused it. Not a failure: cuDNN may lack a deterministic algorithm
  * for a shape (the parity still holds), but the log says so. */
-static void round_note(const char *cs, const ct_cuda_options *opt)
+static void round_note(const char *cs, const ct_backend_options *opt)
 {
     round_backend *r = round_of(opt);
     size_t len = r && r->be ? strlen(r->be->note) : 0;
@@ -640,7 +640,7 @@ static void round_close(void)
 /* Builds `layers` on the CPU (ct_prepare, devices = cpu) and on the round's CUDA backend with opt,
  * both in the precision of the round (prec). */
 static void run_case_with(const char *base, const char *shape, int batch, const char *layers, unsigned flags,
-                          const ct_cuda_options *opt)
+                          const ct_backend_options *opt)
 {
     char text[4096], cs[96];
     /* fp32 keeps the case's plain name (and its seed: the same draws as before precisions came) */
@@ -667,8 +667,8 @@ static void run_case_with(const char *base, const char *shape, int batch, const 
         ct_close(net);
         return;
     }
-    const ct_graph *gc = &net->replicas[0].graph;
-    CHECK_MSG(net->n_replicas == 1 && strcmp(gc->be->ops->name, "cpu") == 0, "[%s] devices = cpu built on '%s'",
+    const ct_graph *gc = &net->run.replicas[0].graph;
+    CHECK_MSG(net->run.n_replicas == 1 && strcmp(gc->be->ops->name, "cpu") == 0, "[%s] devices = cpu built on '%s'",
               cs, gc->be->ops->name);
 
     ct_err err = {0};
@@ -677,12 +677,12 @@ static void run_case_with(const char *base, const char *shape, int batch, const 
     ct_backend *gpu = round_open(opt, &err);
     st = gpu ? CT_OK : CT_ERR_BACKEND;
     if (st == CT_OK)
-        st = ct_graph_build(&gg, &net->cfg, gc->input, gc->classes, &err);
+        st = ct_graph_build(&gg, &net->run.cfg, gc->input, gc->classes, &err);
     if (st == CT_OK)
-        st = ct_graph_bind(&gg, gpu, gc->batch, net->cfg.train.optimizer, net->cfg.train.seed, 0, &err);
+        st = ct_graph_bind(&gg, gpu, gc->batch, net->run.cfg.train.optimizer, net->run.cfg.train.seed, 0, &err);
     /* fp16: the CPU network got the config's scaler at ct_prepare; the CUDA backend the same */
-    if (st == CT_OK && net->cfg.train.precision == CT_PREC_FP16) {
-        ct_scaler s = ct_train_scaler_start(&net->cfg.train);
+    if (st == CT_OK && net->run.cfg.train.precision == CT_PREC_FP16) {
+        ct_scaler s = ct_train_scaler_start(&net->run.cfg.train);
         st = gpu->ops->scaler_set(gpu, &s, &err);
     }
     CHECK_MSG(st == CT_OK, "[%s] the CUDA network: %s", cs, err.msg);

@@ -22,11 +22,11 @@ int main(void)
         return 77;
     }
     ct_net *single = gpu_mlp_fit("0", "auto");
-    CHECK(single->n_replicas == 1 && strcmp(single->comm->ops->name, "single") == 0);
+    CHECK(single->run.n_replicas == 1 && strcmp(single->run.comm->ops->name, "single") == 0);
     ct_net *nccl = gpu_mlp_fit("0", "nccl");
-    CHECK(nccl->n_replicas == 1);
-    CHECK_MSG(strcmp(nccl->comm->ops->name, "nccl") == 0, "comm = nccl made the %s communicator",
-              nccl->comm->ops->name);
+    CHECK(nccl->run.n_replicas == 1);
+    CHECK_MSG(strcmp(nccl->run.comm->ops->name, "nccl") == 0, "comm = nccl made the %s communicator",
+              nccl->run.comm->ops->name);
     CHECK(ct_steps_done(nccl) == ct_steps_done(single) && ct_steps_done(single) == 21);
     size_t n1 = 0, n2 = 0;
     float *a = gpu_params(single, 0, &n1), *b = gpu_params(nccl, 0, &n2);

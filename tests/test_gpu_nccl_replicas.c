@@ -23,7 +23,7 @@ int main(void)
     }
     ct_net *one = gpu_mlp_fit("0", "auto");
     ct_net *two = gpu_mlp_fit("0,1", "auto");
-    CHECK(two->n_replicas == 2 && strcmp(two->comm->ops->name, "nccl") == 0);
+    CHECK(two->run.n_replicas == 2 && strcmp(two->run.comm->ops->name, "nccl") == 0);
     CHECK(ct_batch_size(two) == 100);
     CHECK(ct_steps_done(two) == ct_steps_done(one));
     size_t n1 = 0, n0 = 0, nb = 0;

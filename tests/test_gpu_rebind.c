@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "api/handle.h"
+#include "train/optim.h"
 #include "tests/test_util.h"
 
 #ifdef CUTRAIN_HAVE_CUDA
@@ -28,7 +29,7 @@ enum { SALT_DROPOUT = 0x44524f50 };  /* train.c's salt for the dropout seeds */
 
 /* Every backend of the test: graphs on, plain fp32 convolutions, deterministic algorithms (the
  * same bits every run on one backend, so that anything else that parts two runs on it shows). */
-static const ct_cuda_options OPTIONS = {.graphs = 1, .allow_tf32 = 0, .deterministic = 1};
+static const ct_backend_options OPTIONS = {.graphs = 1, .allow_tf32 = 0, .deterministic = 1};
 
 /* Against the fresh backend (norm-wise relative). Its algorithms may add in another order: about
  * 1e-7 relative per convolution output, grown over K steps to about 1e-6 in the parameters. The
@@ -215,9 +216,9 @@ static void near_fresh(const char *what, const state *a, const state *fresh)
 static int bind(ct_graph *g, ct_net *net, ct_backend *be)
 {
     ct_err err = {0};
-    ct_status st = ct_graph_build(g, &net->cfg, net->graph.input, net->graph.classes, &err);
+    ct_status st = ct_graph_build(g, &net->run.cfg, net->run.graph.input, net->run.graph.classes, &err);
     if (st == CT_OK)
-        st = ct_graph_bind(g, be, BATCH, CT_OPT_ADAM, net->cfg.train.seed, 0, &err);
+        st = ct_graph_bind(g, be, BATCH, CT_OPT_ADAM, net->run.cfg.train.seed, 0, &err);
     return ok_or_report(st, "binding the network", &err);
 }
 
@@ -229,8 +230,8 @@ static int fresh_run(ct_net *net, state *s, double *eval_loss)
     ct_graph g;
     memset(&g, 0, sizeof g);
     int ok = ok_or_report(ct_gpu_test_open(&be, &OPTIONS, &err), "a fresh CUDA backend", &err);
-    ok = ok && bind(&g, net, be) && train(&g, &net->cfg.train) && take(&g, s) &&
-         evaluate(&g, &net->cfg.train, 0, eval_loss);
+    ok = ok && bind(&g, net, be) && train(&g, &net->run.cfg.train) && take(&g, s) &&
+         evaluate(&g, &net->run.cfg.train, 0, eval_loss);
     CHECK_MSG(!ok || be->graphs == 1, "graphs were turned off: %s", be->note);
     ct_graph_free(&g);
     ct_gpu_test_close(be);
@@ -252,7 +253,7 @@ int main(void)
         ct_close(net);
         return ct_test_done();
     }
-    const ct_train_config *tc = &net->cfg.train;
+    const ct_train_config *tc = &net->run.cfg.train;
     state fresh = {0}, first = {0}, again = {0}, rebound = {0};
     double fresh_eval = 0.0, direct_eval = 0.0, thrice_eval = 0.0, rebound_eval = 0.0;
     int ok = fresh_run(net, &fresh, &fresh_eval);

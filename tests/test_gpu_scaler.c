@@ -63,7 +63,7 @@ static ct_net *open_on(const char *devices)
     }
     printf("devices = %s: backend %s (%s)\n", devices, ct_backend_name(net), ct_backend_reason(net));
     const char *want = strcmp(devices, "cpu") == 0 ? "cpu" : "cuda";
-    ct_graph *g = &net->replicas[0].graph;
+    ct_graph *g = &net->run.replicas[0].graph;
     CHECK_MSG(strcmp(ct_backend_name(net), want) == 0, "devices = %s built on %s", devices, ct_backend_name(net));
     CHECK_MSG(g->params_half.data && g->params_half.dtype == CT_DTYPE_F16 && g->opt_m.data && g->opt_v.data,
               "devices = %s: not an fp16 Adam network with a half copy", devices);
@@ -81,7 +81,7 @@ typedef struct snapshot {
 
 static void *download(ct_net *net, const ct_tensor *t)
 {
-    ct_backend *be = net->replicas[0].be;
+    ct_backend *be = net->run.replicas[0].be;
     size_t bytes = ct_tensor_bytes(t);
     void *host = xmalloc(bytes);
     ct_err err = {0};
@@ -105,7 +105,7 @@ static void drop(snapshot *s)
 
 static int take(ct_net *net, snapshot *s)
 {
-    ct_graph *g = &net->replicas[0].graph;
+    ct_graph *g = &net->run.replicas[0].graph;
     drop(s);
     s->params = download(net, &g->params);
     s->half = download(net, &g->params_half);
@@ -116,7 +116,7 @@ static int take(ct_net *net, snapshot *s)
 
 static int scaler_of(ct_net *net, ct_scaler *s)
 {
-    ct_backend *be = net->replicas[0].be;
+    ct_backend *be = net->run.replicas[0].be;
     ct_err err = {0};
     ct_status st = be->ops->scaler_get(be, s, &err);
     CHECK_MSG(st == CT_OK, "%s scaler_get: %s", be->ops->name, err.msg);
@@ -129,10 +129,10 @@ static int step(ct_net *net, int k)
     long idx[BATCH];
     ct_err err = {0};
     for (int i = 0; i < BATCH; i++)
-        idx[i] = ((long)k * 29 + (long)i * 11) % net->train.count;
-    ct_status st = ct_train_stage_batch(net, &net->replicas[0], &net->train, idx, BATCH, 0, 0, &err);
+        idx[i] = ((long)k * 29 + (long)i * 11) % net->run.train.count;
+    ct_status st = ct_train_stage_batch(&net->run, &net->run.replicas[0], &net->run.train, idx, BATCH, 0, 0, &err);
     if (st == CT_OK)
-        st = ct_train_step(net, BATCH, net->cfg.train.learning_rate, &err);
+        st = ct_train_step(&net->run, BATCH, net->run.cfg.train.learning_rate, &err);
     CHECK_MSG(st == CT_OK, "%s step %d: %s", ct_backend_name(net), k, err.msg);
     return st == CT_OK;
 }
@@ -155,7 +155,7 @@ int main(void)
         ct_close(cpu);
         return ct_test_done();
     }
-    ct_graph *g = &gpu->replicas[0].graph;
+    ct_graph *g = &gpu->run.replicas[0].graph;
     ct_scaler was, was_cpu;
     snapshot before = {0};
     int ok = scaler_of(gpu, &was) && scaler_of(cpu, &was_cpu) && take(gpu, &before);
@@ -163,7 +163,7 @@ int main(void)
               "the first scaler: gpu %g / %d, cpu %g / %d", (double)was.scale, (int)was.growth_steps,
               (double)was_cpu.scale, (int)was_cpu.growth_steps);
     /* the same seed gave both the same masters */
-    void *p_cpu = ok ? download(cpu, &cpu->replicas[0].graph.params) : NULL;
+    void *p_cpu = ok ? download(cpu, &cpu->run.replicas[0].graph.params) : NULL;
     CHECK_MSG(p_cpu && memcmp(p_cpu, before.params, ct_tensor_bytes(&g->params)) == 0,
               "the initial parameters differ between the backends");
     free(p_cpu);
@@ -237,7 +237,7 @@ int main(void)
                   mismatches, first_mismatch);
         /* for the log: how far the two trainings are apart after the storm (not a check: the
          * rounding differences of 30 Adam steps) */
-        float *wg = download(gpu, &g->params), *wc = download(cpu, &cpu->replicas[0].graph.params);
+        float *wg = download(gpu, &g->params), *wc = download(cpu, &cpu->run.replicas[0].graph.params);
         if (wg && wc) {
             double num = 0.0, den = 0.0;
             for (size_t i = 0; i < g->param_span; i++) {
@@ -252,7 +252,7 @@ int main(void)
     }
     if (ct_backend_note(gpu)[0])
         printf("note: %s\n", ct_backend_note(gpu));
-    CHECK_MSG(gpu->replicas[0].be->graphs == 1, "the GPU steps ran without graphs: %s", ct_backend_note(gpu));
+    CHECK_MSG(gpu->run.replicas[0].be->graphs == 1, "the GPU steps ran without graphs: %s", ct_backend_note(gpu));
     drop(&before);
     ct_close(gpu);
     ct_close(cpu);

@@ -395,16 +395,16 @@ int main(void)
         ct_close(net);
         return ct_test_done();
     }
-    const ct_train_config *tc = &net->cfg.train;
+    const ct_train_config *tc = &net->run.cfg.train;
 
     ct_err err = {0};
     ct_backend *gpu = NULL;
     ct_graph g;
     memset(&g, 0, sizeof g);
     /* deterministic: the direct steps and the replayed ones must agree bit for bit */
-    st = ct_gpu_test_open(&gpu, &(ct_cuda_options){.graphs = 1, .allow_tf32 = 0, .deterministic = 1}, &err);
+    st = ct_gpu_test_open(&gpu, &(ct_backend_options){.graphs = 1, .allow_tf32 = 0, .deterministic = 1}, &err);
     if (st == CT_OK)
-        st = ct_graph_build(&g, &net->cfg, net->graph.input, net->graph.classes, &err);
+        st = ct_graph_build(&g, &net->run.cfg, net->run.graph.input, net->run.graph.classes, &err);
     if (st == CT_OK)
         st = ct_graph_bind(&g, gpu, BATCH, tc->optimizer, tc->seed, 0, &err);
     size_t x_bytes = (size_t)BATCH * ct_shape_size(g.input) * sizeof(float), y_bytes = BATCH * sizeof(int32_t);
@@ -412,7 +412,7 @@ int main(void)
      * again, as a rebind would, must simply replace them */
     if (st == CT_OK) {
         size_t workspace = 0, scratch = 0;
-        ct_backend_sizes(gpu, &g, BATCH, &workspace, &scratch);
+        ct_graph_backend_sizes(&g, gpu, BATCH, &workspace, &scratch);
         st = gpu->ops->reserve(gpu, workspace, scratch, x_bytes, y_bytes, &err);
     }
     CHECK_MSG(st == CT_OK, "the CUDA network: %s", err.msg);

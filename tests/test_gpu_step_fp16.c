@@ -154,10 +154,10 @@ static ct_net *open_net(void)
     }
     printf("backend %s (%s)\n", ct_backend_name(net), ct_backend_reason(net));
     CHECK_MSG(strcmp(ct_backend_name(net), "cuda") == 0, "built on %s", ct_backend_name(net));
-    ct_graph *g = &net->replicas[0].graph;
+    ct_graph *g = &net->run.replicas[0].graph;
     CHECK_MSG(g->precision == CT_PREC_FP16 && g->params_half.data && g->params_half.dtype == CT_DTYPE_F16,
               "not an fp16 network with a half copy");
-    CHECK_MSG(net->replicas[0].be->graphs == 1, "graph = on, but the backend has graphs off: %s",
+    CHECK_MSG(net->run.replicas[0].be->graphs == 1, "graph = on, but the backend has graphs off: %s",
               ct_backend_note(net));
     if (strcmp(ct_backend_name(net), "cuda") != 0 || !g->params_half.data || !g->opt_m.data || !g->opt_v.data) {
         ct_close(net);
@@ -185,8 +185,8 @@ typedef struct snapshot {
 
 static int take(ct_net *net, snapshot *s)
 {
-    ct_graph *g = &net->replicas[0].graph;
-    ct_backend *be = net->replicas[0].be;
+    ct_graph *g = &net->run.replicas[0].graph;
+    ct_backend *be = net->run.replicas[0].be;
     ct_err err = {0};
     size_t pb = ct_tensor_bytes(&g->params), hb = ct_tensor_bytes(&g->params_half), sb = g->n_state * sizeof(float);
     s->params = xmalloc(pb);
@@ -206,15 +206,15 @@ static int take(ct_net *net, snapshot *s)
  * the scaler, and the trainer's step count (which the step's t and dropout seed come from). */
 static int restore(ct_net *net, const snapshot *s)
 {
-    ct_graph *g = &net->replicas[0].graph;
-    ct_backend *be = net->replicas[0].be;
+    ct_graph *g = &net->run.replicas[0].graph;
+    ct_backend *be = net->run.replicas[0].be;
     ct_err err = {0};
     size_t pb = ct_tensor_bytes(&g->params), sb = g->n_state * sizeof(float);
     ct_status st = ct_graph_set_params(g, s->params, &err);
     if (st == CT_OK)
         st = be->ops->scaler_set(be, &s->scaler, &err);
     CHECK_MSG(st == CT_OK, "restore: %s", err.msg);
-    net->step = 0;
+    net->run.step = 0;
     return st == CT_OK && xfer(be, g->opt_m.data, s->m, pb, 1) && xfer(be, g->opt_v.data, s->v, pb, 1) &&
            xfer(be, g->state.data, s->state, sb, 1);
 }
@@ -269,7 +269,7 @@ static void compare_snapshots(const char *run, const snapshot *a, const snapshot
  * step directly (0). */
 static int run_steps(ct_net *net, int graphs, ct_scaler *trace, double *loss)
 {
-    ct_replica *r = &net->replicas[0];
+    ct_replica *r = &net->run.replicas[0];
     ct_backend *be = r->be;
     ct_err err = {0};
     long idx[BATCH], correct;
@@ -277,11 +277,11 @@ static int run_steps(ct_net *net, int graphs, ct_scaler *trace, double *loss)
     int ok = be->ops->read_metrics(be, loss, &correct, 1, &err) == CT_OK;  /* clears them */
     for (int k = 1; k <= K && ok; k++) {
         for (int i = 0; i < BATCH; i++)
-            idx[i] = ((long)k * 37 + (long)i * 13) % net->train.count;
+            idx[i] = ((long)k * 37 + (long)i * 13) % net->run.train.count;
         float lr = 0.002f * (float)(1.0 + 0.25 * (k % 3));
-        ct_status st = ct_train_stage_batch(net, r, &net->train, idx, BATCH, 0, 0, &err);
+        ct_status st = ct_train_stage_batch(&net->run, r, &net->run.train, idx, BATCH, 0, 0, &err);
         if (st == CT_OK)
-            st = ct_train_step(net, BATCH, lr, &err);
+            st = ct_train_step(&net->run, BATCH, lr, &err);
         if (st == CT_OK)
             st = be->ops->scaler_get(be, &trace[k - 1], &err);
         CHECK_MSG(st == CT_OK, "%s step %d: %s", graphs ? "graph" : "direct", k, err.msg);
@@ -301,7 +301,7 @@ int main(void)
     ct_net *net = open_net();
     if (!net)
         return ct_test_done();
-    ct_replica *r = &net->replicas[0];
+    ct_replica *r = &net->run.replicas[0];
     ct_graph *g = &r->graph;
     ct_backend *be = r->be;
 

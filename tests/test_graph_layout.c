@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "api/handle.h"
-#include "checkpoint/checkpoint.h"
+#include "checkpoint/snapshot.h"
 #include "tests/test_util.h"
 
 static const char *const NET =
@@ -181,7 +181,7 @@ static void check_checkpoint(ct_net *net, ct_graph *g)
     ct_err err = {0};
     ct_checkpoint ck;
     float *want = packed_params(g);
-    ct_status st = ct_net_snapshot(net, -1.0, &ck, &err);
+    ct_status st = ct_run_snapshot(&net->run, -1.0, &ck, &err);
     CHECK_MSG(st == CT_OK, "snapshot: %s", err.msg);
     if (st != CT_OK || !want) {
         ct_checkpoint_free(&ck);
@@ -208,7 +208,7 @@ static void check_checkpoint(ct_net *net, ct_graph *g)
     float *params = ct_f32(&g->params), *m = ct_f32(&g->opt_m);
     for (size_t i = 0; i < g->param_span; i++)
         params[i] = m[i] = 7.0f;
-    st = ct_net_restore(net, st == CT_OK && buf ? &back : &ck, "layout.ckpt", &err);
+    st = ct_run_restore(&net->run, st == CT_OK && buf ? &back : &ck, "layout.ckpt", &err);
     CHECK_MSG(st == CT_OK, "restore: %s", err.msg);
     float *got = packed_params(g);
     CHECK(got && memcmp(got, want, g->n_params * sizeof(float)) == 0);
@@ -232,8 +232,8 @@ int main(void)
         ct_close(net);
         return ct_test_done();
     }
-    ct_graph *g = &net->replicas[0].graph;
-    ct_backend *be = net->replicas[0].be;
+    ct_graph *g = &net->run.replicas[0].graph;
+    ct_backend *be = net->run.replicas[0].be;
     CHECK(be->dev->host_memory);  /* the test reads the tensors directly */
     check_parameters(g);
     check_activation_gradients(g);
@@ -241,7 +241,7 @@ int main(void)
 
     /* the plan counts the padding: it equals what binding allocated */
     ct_memory_plan plan;
-    ct_graph_plan(g, be, g->batch, net->cfg.train.optimizer, &plan);
+    ct_graph_plan(g, be, g->batch, net->run.cfg.train.optimizer, &plan);
     /* what binding asked for, then what the device's pool counts (each allocation rounded up, the
      * backend's own buffers) */
     CHECK_MSG(plan.total - plan.padding - plan.backend == g->allocated, "plan %zu bytes, allocated %zu",
@@ -253,7 +253,7 @@ int main(void)
 
     /* a few training steps keep the padding of the parameters and moments zero */
     for (int k = 0; k < 3 && st == CT_OK; k++)
-        st = ct_train_step(net, g->batch, 0.01f, &net->err);
+        st = ct_train_step(&net->run, g->batch, 0.01f, &net->run.err);
     CHECK_MSG(st == CT_OK, "%s", ct_errmsg(net));
     CHECK_MSG(padding_zero(g, ct_f32(&g->params)) && padding_zero(g, ct_f32(&g->opt_m)) &&
               padding_zero(g, ct_f32(&g->opt_v)), "training made the padding non-zero");

@@ -89,7 +89,7 @@ static void test_dtypes_and_plan(void)
         ct_net *net = open_prepared(precisions[p], NULL);
         if (!net)
             continue;
-        ct_replica *r = &net->replicas[0];
+        ct_replica *r = &net->run.replicas[0];
         ct_graph *g = &r->graph;
         ct_dtype half = half_of(precisions[p]);
         for (int i = 0; i < g->n_layers; i++) {
@@ -105,7 +105,7 @@ static void test_dtypes_and_plan(void)
                 CHECK(l->dw->dtype == CT_DTYPE_F32 && l->w->dtype == CT_DTYPE_F32);
         }
         ct_memory_plan plan;
-        ct_graph_plan(g, r->be, g->batch, net->cfg.train.optimizer, &plan);
+        ct_graph_plan(g, r->be, g->batch, net->run.cfg.train.optimizer, &plan);
         CHECK_MSG(plan.total - plan.padding - plan.backend == g->allocated, "%s: plan %zu bytes, allocated %zu",
                   precisions[p], plan.total - plan.padding - plan.backend, g->allocated);
         ct_pool_usage usage;
@@ -135,13 +135,13 @@ static void test_layers_against_fp32(const char *precision, double tol_y, double
         ct_close(net);
         return;
     }
-    ct_graph *a = &ref->replicas[0].graph, *b = &net->replicas[0].graph;
-    ct_backend *be_a = ref->replicas[0].be, *be_b = net->replicas[0].be;
+    ct_graph *a = &ref->run.replicas[0].graph, *b = &net->run.replicas[0].graph;
+    ct_backend *be_a = ref->run.replicas[0].be, *be_b = net->run.replicas[0].be;
     ct_err err;
     int n = a->batch;
     long idx[64];
     for (int i = 0; i < n; i++)
-        idx[i] = i * 7 % ref->train.count;
+        idx[i] = i * 7 % ref->run.train.count;
     /* the same seed gave both the same masters; the half copy is their rounding */
     CHECK(memcmp(a->params.data, b->params.data, ct_tensor_bytes(&a->params)) == 0);
     for (size_t i = 0; i < b->param_span; i++) {
@@ -154,8 +154,8 @@ static void test_layers_against_fp32(const char *precision, double tol_y, double
         }
     }
     ct_step_scalars s = {.lr = 0.01f, .t = 1, .dropout_seed = 99};
-    CHECK(ct_train_stage_batch(ref, &ref->replicas[0], &ref->train, idx, n, 0, 0, &err) == CT_OK);
-    CHECK(ct_train_stage_batch(net, &net->replicas[0], &net->train, idx, n, 0, 0, &err) == CT_OK);
+    CHECK(ct_train_stage_batch(&ref->run, &ref->run.replicas[0], &ref->run.train, idx, n, 0, 0, &err) == CT_OK);
+    CHECK(ct_train_stage_batch(&net->run, &net->run.replicas[0], &net->run.train, idx, n, 0, 0, &err) == CT_OK);
     CHECK(be_a->ops->set_step(be_a, &s, &err) == CT_OK && be_b->ops->set_step(be_b, &s, &err) == CT_OK);
     CHECK(ct_graph_forward(a, n, 1, &err) == CT_OK && ct_graph_forward(b, n, 1, &err) == CT_OK);
     size_t most = 0;
@@ -221,7 +221,7 @@ static void *copy_of(const ct_tensor *t)
 
 static void take(ct_net *net, snapshot *s)
 {
-    ct_replica *r = &net->replicas[0];
+    ct_replica *r = &net->run.replicas[0];
     ct_err err;
     free(s->params);
     free(s->half);
@@ -239,7 +239,7 @@ static int same_bytes(const void *p, const ct_tensor *t) { return memcmp(p, t->d
 static int after_step(ct_net *net, long steps_done, void *user)
 {
     trace *tr = user;
-    ct_replica *r = &net->replicas[0];
+    ct_replica *r = &net->run.replicas[0];
     ct_graph *g = &r->graph;
     ct_scaler now;
     ct_err err;

@@ -192,14 +192,14 @@ static void gradcheck(const char *text, const writer_row *writers, size_t n_writ
         ct_close(net);
         return;
     }
-    /* the one replica's bound network (net->graph holds the shapes only) */
-    ct_replica *r = &net->replicas[0];
+    /* the one replica's bound network (net->run.graph holds the shapes only) */
+    ct_replica *r = &net->run.replicas[0];
     ct_graph *g = &r->graph;
     ct_backend *be = r->be;
     int n = g->batch;
     /* the planner and the allocations it predicts must agree, byte for byte */
     ct_memory_plan plan;
-    ct_graph_plan(g, be, n, net->cfg.train.optimizer, &plan);
+    ct_graph_plan(g, be, n, net->run.cfg.train.optimizer, &plan);
     /* what binding asked for, then what the device's pool counts (each allocation rounded up, the
      * backend's own buffers) */
     CHECK_MSG(plan.total - plan.padding - plan.backend == g->allocated, "plan %zu bytes, allocated %zu",

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "api/handle.h"
+#include "train/comms.h"
 #include "tests/fmnist_form.h"
 #include "tests/test_util.h"
 
@@ -43,8 +44,8 @@ static struct {
 
 static int rank_of(const ct_backend *be)
 {
-    for (int i = 0; i < seen.net->n_replicas; i++)
-        if (seen.net->replicas[i].be == be)
+    for (int i = 0; i < seen.net->run.n_replicas; i++)
+        if (seen.net->run.replicas[i].be == be)
             return i;
     return -1;
 }
@@ -78,10 +79,10 @@ static ct_net *open_with_stand_in(const char *devices)
     CHECK(ct_open_fmnist_form(MLP, "capture_agree.ini", &net) == CT_OK);
     CHECK(ct_set(net, "train.devices", devices) == CT_OK);
     CHECK_MSG(ct_prepare(net) == CT_OK, "%s", ct_errmsg(net));
-    stand_in_ops = *net->replicas[0].be->ops;
+    stand_in_ops = *net->run.replicas[0].be->ops;
     stand_in_ops.run_step = stand_in_run_step;
-    for (int i = 0; i < net->n_replicas; i++)
-        net->replicas[i].be->ops = &stand_in_ops;
+    for (int i = 0; i < net->run.n_replicas; i++)
+        net->run.replicas[i].be->ops = &stand_in_ops;
     memset(&seen, 0, sizeof seen);
     seen.net = net;
     seen.fail_rank = -1;
@@ -91,10 +92,10 @@ static ct_net *open_with_stand_in(const char *devices)
 static void test_one_replica(void)
 {
     ct_net *net = open_with_stand_in("cpu");
-    CHECK(net->n_replicas == 1);
+    CHECK(net->run.n_replicas == 1);
     ct_err err;
     ct_err_clear(&err);
-    CHECK_MSG(ct_train_step(net, net->batch, 0.01f, &err) == CT_OK, "%s", err.msg);
+    CHECK_MSG(ct_train_step(&net->run, net->run.batch, 0.01f, &err) == CT_OK, "%s", err.msg);
     CHECK(seen.calls[0] == 1 && !seen.hooked[0]);
     ct_close(net);
 }
@@ -102,13 +103,13 @@ static void test_one_replica(void)
 static void test_replicas(void)
 {
     ct_net *net = open_with_stand_in("cpu:4");
-    CHECK(net->n_replicas == RANKS && net->comm->size == RANKS);
+    CHECK(net->run.n_replicas == RANKS && net->run.comm->size == RANKS);
     ct_err err;
     ct_err_clear(&err);
 
     /* every capture succeeds, on a batch that splits 16, 16, 16, 15 */
-    int n = net->batch - 1;
-    CHECK_MSG(ct_train_step(net, n, 0.01f, &err) == CT_OK, "%s", err.msg);
+    int n = net->run.batch - 1;
+    CHECK_MSG(ct_train_step(&net->run, n, 0.01f, &err) == CT_OK, "%s", err.msg);
     for (int r = 0; r < RANKS; r++) {
         CHECK(seen.calls[r] == 1 && seen.hooked[r]);
         CHECK_MSG(seen.st[r] == CT_OK, "replica %d: %s", r, seen.msg[r]);
@@ -119,7 +120,7 @@ static void test_replicas(void)
     /* replica 2's capture fails: every replica's step fails, naming it */
     seen.fail_rank = 2;
     ct_err_clear(&err);
-    CHECK(ct_train_step(net, net->batch, 0.01f, &err) == CT_ERR_BACKEND);
+    CHECK(ct_train_step(&net->run, net->run.batch, 0.01f, &err) == CT_ERR_BACKEND);
     CHECK_MSG(ct_contains(err.msg, "failed on replica 2 of 4"), "%s", err.msg);
     for (int r = 0; r < RANKS; r++) {
         CHECK(seen.calls[r] == 2);

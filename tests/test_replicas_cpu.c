@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "api/handle.h"
+#include "train/comms.h"
 #include "tests/fmnist_form.h"
 #include "tests/test_util.h"
 
@@ -82,8 +83,8 @@ static ct_net *open_net(const char *form, const char *devices, const char *epoch
 
 static const float *params_of(ct_net *net, int rank, size_t *count)
 {
-    *count = net->replicas[rank].graph.params.count;
-    return ct_f32(&net->replicas[rank].graph.params);
+    *count = net->run.replicas[rank].graph.params.count;
+    return ct_f32(&net->run.replicas[rank].graph.params);
 }
 
 /* ||a - b|| / ||b|| over count values */
@@ -101,8 +102,8 @@ static double relative_difference(const float *a, const float *b, size_t count)
  * for bit. */
 static int replicas_identical(ct_net *net)
 {
-    for (int i = 1; i < net->n_replicas; i++) {
-        const ct_graph *a = &net->replicas[0].graph, *b = &net->replicas[i].graph;
+    for (int i = 1; i < net->run.n_replicas; i++) {
+        const ct_graph *a = &net->run.replicas[0].graph, *b = &net->run.replicas[i].graph;
         if (memcmp(a->params.data, b->params.data, ct_tensor_bytes(&a->params)) != 0 ||
             memcmp(a->grads.data, b->grads.data, ct_tensor_bytes(&a->grads)) != 0 ||
             (a->opt_m.data && memcmp(a->opt_m.data, b->opt_m.data, ct_tensor_bytes(&a->opt_m)) != 0) ||
@@ -135,7 +136,7 @@ static void test_n_against_one(const char *form, const char *label)
     for (int k = 0; k < 2; k++) {
         ct_net *many = open_net(form, devices[k], NULL);
         CHECK_MSG(ct_fit(many, NULL) == CT_OK, "%s", ct_errmsg(many));
-        CHECK(many->n_replicas == 2 * (k + 1));
+        CHECK(many->run.n_replicas == 2 * (k + 1));
         CHECK(ct_batch_size(many) == ct_batch_size(one));
         CHECK(ct_steps_done(many) == ct_steps_done(one));
         CHECK(replicas_identical(many));
@@ -163,7 +164,7 @@ static void test_batchnorm(void)
     ct_close(one);
     ct_net *net = open_net(BN_NET, "cpu:2", NULL);
     CHECK_MSG(ct_fit(net, NULL) == CT_OK, "%s", ct_errmsg(net));
-    CHECK(net->n_replicas == 2 && net->replicas[0].graph.state.count > 0);
+    CHECK(net->run.n_replicas == 2 && net->run.replicas[0].graph.state.count > 0);
     CHECK(replicas_identical(net));
     double acc = test_accuracy(net);
     printf("batch norm, devices = cpu:2: test accuracy %.4f (one replica: %.4f)\n", acc, acc1);
@@ -184,12 +185,12 @@ static void test_fp16(void)
     CHECK(replicas_identical(net));
     ct_scaler s0, s1;
     ct_err err;
-    CHECK(net->replicas[0].be->ops->scaler_get(net->replicas[0].be, &s0, &err) == CT_OK);
-    CHECK(net->replicas[1].be->ops->scaler_get(net->replicas[1].be, &s1, &err) == CT_OK);
+    CHECK(net->run.replicas[0].be->ops->scaler_get(net->run.replicas[0].be, &s0, &err) == CT_OK);
+    CHECK(net->run.replicas[1].be->ops->scaler_get(net->run.replicas[1].be, &s1, &err) == CT_OK);
     CHECK(s0.skipped_steps > 0 && s0.applied_steps > 0);
     CHECK(s0.scale == s1.scale && s0.skipped_steps == s1.skipped_steps && s0.applied_steps == s1.applied_steps &&
           s0.clean_steps == s1.clean_steps);
-    const ct_graph *a = &net->replicas[0].graph, *b = &net->replicas[1].graph;
+    const ct_graph *a = &net->run.replicas[0].graph, *b = &net->run.replicas[1].graph;
     CHECK(a->params_half.data &&
           memcmp(a->params_half.data, b->params_half.data, ct_tensor_bytes(&a->params_half)) == 0);
     ct_close(net);
@@ -226,7 +227,7 @@ static void test_checkpoints(void)
     /* and back: one replica's checkpoint on 4, every replica loaded */
     ct_net *again = open_net(MLP, "cpu:4", "3");
     CHECK_MSG(ct_load(again, one_path) == CT_OK, "%s", ct_errmsg(again));
-    CHECK(again->n_replicas == 4 && replicas_identical(again));
+    CHECK(again->run.n_replicas == 4 && replicas_identical(again));
     CHECK_MSG(ct_fit(again, NULL) == CT_OK, "%s", ct_errmsg(again));
     CHECK(ct_epochs_done(again) == 3 && replicas_identical(again));
     ct_close(again);

@@ -1,5 +1,5 @@
 /* Learning-rate schedules and warm-up against values computed by hand. */
-#include "api/handle.h"
+#include "train/optim.h"
 #include "tests/test_util.h"
 
 static ct_train_config base(ct_schedule schedule)

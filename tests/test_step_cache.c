@@ -146,7 +146,7 @@ static void test_graph_forgets(void)
     be->ops = &spy;
 
     ct_graph g;
-    st = ct_graph_build(&g, &net->cfg, net->graph.input, net->graph.classes, &err);
+    st = ct_graph_build(&g, &net->run.cfg, net->run.graph.input, net->run.graph.classes, &err);
     if (st == CT_OK)
         st = ct_graph_bind(&g, be, 4, CT_OPT_SGD, 1, 0, &err);
     CHECK_MSG(st == CT_OK, "%s", err.msg);

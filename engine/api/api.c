@@ -8,12 +8,13 @@
 #include "api/handle.h"
 #include "base/event_file.h"
 #include "base/file.h"
+#include "registry.h"
+#include "train/batch_search.h"
+#include "train/comms.h"
+#include "train/memory.h"
 #include "train/monitor.h"
+#include "train/optim.h"
 #include "train/world.h"
-#ifdef CUTRAIN_HAVE_CUDA
-#include "cuda/cuda_device.h"
-#include "train/comm_nccl.h"
-#endif
 
 #define CT_MAX_CONFIG_BYTES ((size_t)16 << 20)
 
@@ -22,11 +23,22 @@ const char *ct_version(void)
     return CT_VERSION_STRING;
 }
 
+const char *ct_status_name(ct_status status)
+{
+    static const char *const names[] = {
+        "ok", "usage error", "config error", "I/O error", "data error",
+        "out of memory", "backend error", "numeric error", "stopped", "internal error",
+    };
+    if ((unsigned)status < sizeof names / sizeof names[0])
+        return names[status];
+    return "unknown status";
+}
+
 const char *ct_errmsg(const ct_net *net)
 {
     if (!net)
         return "out of memory (no handle)";
-    return net->err.msg;
+    return net->run.err.msg;
 }
 
 /* Both opens start here: *out gets the handle even when the open then fails, for ct_errmsg. */
@@ -34,6 +46,8 @@ static ct_net *new_handle(ct_net **out)
 {
     ct_net *net = calloc(1, sizeof *net);
     *out = net;
+    if (net)
+        net->run.handle = net;
     return net;
 }
 
@@ -45,9 +59,9 @@ ct_status ct_open_string(const char *text, const char *name, ct_net **out)
     if (!net)
         return CT_ERR_NOMEM;
     if (!text)
-        net->open_status = ct_fail(&net->err, CT_ERR_USAGE, "ct_open_string: text is NULL");
+        net->open_status = ct_fail(&net->run.err, CT_ERR_USAGE, "ct_open_string: text is NULL");
     else
-        net->open_status = ct_ini_parse(&net->ini, text, name ? name : "<string>", &net->err);
+        net->open_status = ct_ini_parse(&net->ini, text, name ? name : "<string>", &net->run.err);
     return net->open_status;
 }
 
@@ -77,11 +91,11 @@ ct_status ct_open_file(const char *path, ct_net **out)
     if (!net)
         return CT_ERR_NOMEM;
     if (!path)
-        return net->open_status = ct_fail(&net->err, CT_ERR_USAGE, "ct_open_file: path is NULL");
+        return net->open_status = ct_fail(&net->run.err, CT_ERR_USAGE, "ct_open_file: path is NULL");
     char *text = NULL;
-    ct_status st = read_file(path, &text, &net->err);
+    ct_status st = read_file(path, &text, &net->run.err);
     if (st == CT_OK)
-        st = ct_ini_parse(&net->ini, text, path, &net->err);
+        st = ct_ini_parse(&net->ini, text, path, &net->run.err);
     free(text);
     return net->open_status = st;
 }
@@ -89,25 +103,25 @@ ct_status ct_open_file(const char *path, ct_net **out)
 static void release_run(ct_net *net)
 {
     /* the pipeline's ring may be the backend's pinned memory: it goes first */
-    ct_pipeline_destroy(net->pipeline);
-    net->pipeline = NULL;
-    ct_replica_threads_stop(net->threads);
-    net->threads = NULL;
-    for (int i = 0; i < net->n_replicas; i++)
-        ct_replica_close(&net->replicas[i]);
-    free(net->replicas);
-    net->replicas = NULL;
-    net->n_replicas = 0;
-    if (net->comm)
-        net->comm->ops->destroy(net->comm);
-    net->comm = NULL;
-    ct_world_close(net->world);
-    net->world = NULL;
-    ct_dataset_free(&net->train);
-    ct_dataset_free(&net->test);
-    free(net->order);
-    free(net->eval_order);
-    net->order = net->eval_order = NULL;
+    ct_pipeline_destroy(net->run.pipeline);
+    net->run.pipeline = NULL;
+    ct_replica_threads_stop(net->run.threads);
+    net->run.threads = NULL;
+    for (int i = 0; i < net->run.n_replicas; i++)
+        ct_replica_close(&net->run.replicas[i]);
+    free(net->run.replicas);
+    net->run.replicas = NULL;
+    net->run.n_replicas = 0;
+    if (net->run.comm)
+        net->run.comm->ops->destroy(net->run.comm);
+    net->run.comm = NULL;
+    ct_world_close(net->run.world);
+    net->run.world = NULL;
+    ct_dataset_free(&net->run.train);
+    ct_dataset_free(&net->run.test);
+    free(net->run.order);
+    free(net->run.eval_order);
+    net->run.order = net->run.eval_order = NULL;
 }
 
 void ct_close(ct_net *net)
@@ -115,9 +129,9 @@ void ct_close(ct_net *net)
     if (!net)
         return;
     release_run(net);
-    ct_event_file_close(net->tensorboard);
-    ct_graph_free(&net->graph);
-    ct_config_free(&net->cfg);
+    ct_event_file_close(net->run.tensorboard);
+    ct_graph_free(&net->run.graph);
+    ct_config_free(&net->run.cfg);
     ct_ini_free(&net->ini);
     free(net);
 }
@@ -129,11 +143,11 @@ ct_status ct_set(ct_net *net, const char *section_dot_key, const char *value)
     if (net->open_status != CT_OK)
         return net->open_status;
     if (!section_dot_key || !value)
-        return ct_fail(&net->err, CT_ERR_USAGE, "ct_set: key and value are required");
-    if (net->graph_built)
-        return ct_fail(&net->err, CT_ERR_USAGE, "ct_set %s: the network is already prepared; set keys before",
+        return ct_fail(&net->run.err, CT_ERR_USAGE, "ct_set: key and value are required");
+    if (net->run.graph_built)
+        return ct_fail(&net->run.err, CT_ERR_USAGE, "ct_set %s: the network is already prepared; set keys before",
                        section_dot_key);
-    return ct_ini_set(&net->ini, section_dot_key, value, &net->err);
+    return ct_ini_set(&net->ini, section_dot_key, value, &net->run.err);
 }
 
 ct_status ct_inject_alloc_failures(ct_net *net, long skip, long count)
@@ -141,7 +155,7 @@ ct_status ct_inject_alloc_failures(ct_net *net, long skip, long count)
     if (!net || skip < 0 || count < 0)
         return CT_ERR_USAGE;
     if (net->prepared)
-        return ct_fail(&net->err, CT_ERR_USAGE, "ct_inject_alloc_failures: the devices exist already; call it "
+        return ct_fail(&net->run.err, CT_ERR_USAGE, "ct_inject_alloc_failures: the devices exist already; call it "
                                                 "before ct_prepare");
     net->alloc_fault = (ct_alloc_fault){.skip = skip, .count = count};
     return CT_OK;
@@ -154,35 +168,35 @@ static ct_status open_world(ct_net *net)
 {
     int rank, size, local;
     ct_world_launcher(&rank, &size, &local);
-    if (size <= 1 || net->world)
+    if (size <= 1 || net->run.world)
         return CT_OK;
-    return ct_world_open(&net->world, net->cfg.train.comm_timeout, &net->err);
+    return ct_world_open(&net->run.world, net->run.cfg.train.comm_timeout, &net->run.err);
 }
 
 ct_status ct_net_build_graph(ct_net *net)
 {
-    if (net->graph_built)
+    if (net->run.graph_built)
         return CT_OK;
     if (net->open_status != CT_OK)
         return net->open_status;
-    ct_status st = ct_config_load(&net->cfg, &net->ini, &net->err);
+    ct_status st = ct_config_load(&net->run.cfg, &net->ini, &net->run.err);
     if (st == CT_OK)
         st = open_world(net);
     if (st != CT_OK) {
-        ct_config_free(&net->cfg);
+        ct_config_free(&net->run.cfg);
         return st;
     }
     ct_shape shape;
     int classes;
-    st = ct_data_probe(&net->cfg.data, &shape, &classes, &net->err);
+    st = ct_data_probe(&net->run.cfg.data, &shape, &classes, &net->run.err);
     if (st == CT_OK)
-        st = ct_graph_build(&net->graph, &net->cfg, shape, classes, &net->err);
+        st = ct_graph_build(&net->run.graph, &net->run.cfg, shape, classes, &net->run.err);
     if (st != CT_OK) {
-        ct_graph_free(&net->graph);
-        ct_config_free(&net->cfg);
+        ct_graph_free(&net->run.graph);
+        ct_config_free(&net->run.cfg);
         return st;
     }
-    net->graph_built = 1;
+    net->run.graph_built = 1;
     return CT_OK;
 }
 
@@ -195,19 +209,24 @@ static size_t memory_limit(const ct_train_config *t)
  * buffers included). */
 static ct_status apply_memory(ct_net *net, ct_device *dev)
 {
-    const ct_train_config *t = &net->cfg.train;
+    const ct_train_config *t = &net->run.cfg.train;
     ct_pool_policy policy = t->memory == CT_MEMORY_LIMIT         ? CT_POOL_LIMIT
                             : t->memory == CT_MEMORY_PREALLOCATE ? CT_POOL_PREALLOCATE
                                                                  : CT_POOL_GROW;
-    return dev->ops->set_memory(dev, policy, memory_limit(t), &net->err);
+    return dev->ops->set_memory(dev, policy, memory_limit(t), &net->run.err);
 }
 
-#ifdef CUTRAIN_HAVE_CUDA
+/* [train]'s options for a backend. */
+static ct_backend_options backend_options(const ct_train_config *t)
+{
+    return (ct_backend_options){.graphs = t->graph != 0, .allow_tf32 = t->tf32 != 0, .deterministic = t->deterministic};
+}
+
 /* The ordinals `devices` names among `count` visible GPUs (all: every one), or -1 after failing
  * when it names a missing device or the GPUs do not split the batch. */
 static int gpu_list(ct_net *net, int count, int *ordinals)
 {
-    const ct_train_config *t = &net->cfg.train;
+    const ct_train_config *t = &net->run.cfg.train;
     const char *devices = t->devices;
     int n = 0;
     if (strcmp(devices, "all") == 0) {
@@ -217,7 +236,7 @@ static int gpu_list(ct_net *net, int count, int *ordinals)
         for (const char *p = devices; *p && n < CT_MAX_REPLICAS; p = strchr(p, ',') ? strchr(p, ',') + 1 : "") {
             int ordinal = atoi(p);
             if (ordinal >= count) {
-                ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, t->devices_line ? t->devices_line : t->line,
+                ct_fail_at(&net->run.err, CT_ERR_CONFIG, net->run.cfg.file, t->devices_line ? t->devices_line : t->line,
                            "devices = %s: there is no CUDA device %d (%d visible; CUDA_VISIBLE_DEVICES %s)", devices,
                            ordinal, count, getenv("CUDA_VISIBLE_DEVICES") ? "is set" : "is not set");
                 return -1;
@@ -227,7 +246,7 @@ static int gpu_list(ct_net *net, int count, int *ordinals)
     }
     /* the list's count was checked against batch with the config; all's is known only now */
     if (n > 1 && (t->batch_mode != CT_BATCH_FIXED || t->batch % n != 0)) {
-        ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, t->devices_line ? t->devices_line : t->line,
+        ct_fail_at(&net->run.err, CT_ERR_CONFIG, net->run.cfg.file, t->devices_line ? t->devices_line : t->line,
                    "devices = %s: %d GPUs train one replica each, and batch = %s does not split over them: give the "
                    "global batch as a multiple of %d", devices, n,
                    t->batch_mode == CT_BATCH_MAX ? "max" : t->batch_mode == CT_BATCH_AUTO ? "auto" : "that number", n);
@@ -236,68 +255,68 @@ static int gpu_list(ct_net *net, int count, int *ordinals)
     return n;
 }
 
-/* GPU `device`'s device and backend, with [train]'s options. */
-static ct_status open_cuda_one(ct_net *net, int device, ct_device **dev, ct_backend **be)
+/* GPU `device`'s device and backend, with [train]'s options (a GPU was counted: the registry has
+ * a GPU backend). */
+static ct_status open_gpu_one(ct_net *net, int device, ct_device **dev, ct_backend **be)
 {
-    ct_cuda_options opt = {.graphs = net->cfg.train.graph != 0, .allow_tf32 = net->cfg.train.tf32 != 0,
-                           .deterministic = net->cfg.train.deterministic};
+    const ct_gpu_backend *gpu = ct_registry_gpu();
+    ct_backend_options opt = backend_options(&net->run.cfg.train);
     /* half precision needs the tensor cores its kernels are chosen for: refused before any
      * allocation, naming the [train] precision setting, the GPU and its capability */
-    if (net->cfg.train.precision != CT_PREC_FP32) {
+    if (net->run.cfg.train.precision != CT_PREC_FP32) {
         int major = 0, minor = 0;
-        char gpu[96] = "";
-        ct_status cst = ct_cuda_device_capability(device, &major, &minor, &net->err);
+        char name[96] = "";
+        ct_status cst = gpu->capability(device, &major, &minor, &net->run.err);
         if (cst == CT_OK)
-            cst = ct_cuda_device_name(device, gpu, sizeof gpu, NULL, &net->err);
+            cst = gpu->name(device, name, sizeof name, NULL, &net->run.err);
         if (cst != CT_OK)
             return cst;
-        const char *needs = ct_cuda_precision_needs((int)net->cfg.train.precision, major, minor);
+        const char *needs = gpu->precision_needs((int)net->run.cfg.train.precision, major, minor);
         if (needs)
-            return ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, net->cfg.train.line,
+            return ct_fail_at(&net->run.err, CT_ERR_CONFIG, net->run.cfg.file, net->run.cfg.train.line,
                               "[train] precision = %s: CUDA device %d (%s) has compute capability %d.%d, and %s "
                               "needs %s or newer (its tensor cores); use precision = fp32 on this GPU",
-                              ct_precision_name(net->cfg.train.precision), device, gpu, major, minor,
-                              ct_precision_name(net->cfg.train.precision), needs);
+                              ct_precision_name(net->run.cfg.train.precision), device, name, major, minor,
+                              ct_precision_name(net->run.cfg.train.precision), needs);
     }
-    ct_status st = ct_cuda_device_create(dev, device, &net->err);
+    ct_status st = gpu->device_create(dev, device, &net->run.err);
     if (st == CT_OK)
         st = apply_memory(net, *dev);
     if (st == CT_OK)
-        st = ct_cuda_backend_create(be, *dev, &opt, &net->err);
+        st = gpu->backend_create(be, *dev, &opt, &net->run.err);
     return st;
 }
 
-static ct_status open_cuda(ct_net *net, int count, ct_device **dev, ct_backend **be)
+static ct_status open_gpu(ct_net *net, int count, ct_device **dev, ct_backend **be)
 {
     int ordinals[CT_MAX_REPLICAS];
     int n = gpu_list(net, count, ordinals);
     if (n < 1)
-        return n < 0 ? CT_ERR_CONFIG : ct_fail(&net->err, CT_ERR_CONFIG, "devices = %s names no GPU",
-                                                 net->cfg.train.devices);
+        return n < 0 ? CT_ERR_CONFIG : ct_fail(&net->run.err, CT_ERR_CONFIG, "devices = %s names no GPU",
+                                                 net->run.cfg.train.devices);
     memcpy(net->gpu_ordinals, ordinals, (size_t)n * sizeof *ordinals);
     net->n_gpus = n;
-    ct_status st = open_cuda_one(net, ordinals[0], dev, be);
+    ct_status st = open_gpu_one(net, ordinals[0], dev, be);
     if (st != CT_OK)
         return st;
     char name[96] = "";
     size_t total = 0;
     ct_err ignored;
-    ct_cuda_device_name(ordinals[0], name, sizeof name, &total, &ignored);
+    ct_registry_gpu()->name(ordinals[0], name, sizeof name, &total, &ignored);
     snprintf(net->backend_reason, sizeof net->backend_reason, "devices = %s: CUDA device %d (%s, %.1f GiB), graph %s",
-             net->cfg.train.devices, ordinals[0], name, (double)total / (1024.0 * 1024.0 * 1024.0),
+             net->run.cfg.train.devices, ordinals[0], name, (double)total / (1024.0 * 1024.0 * 1024.0),
              (*be)->graphs ? "on" : "off");
     return CT_OK;
 }
-#endif
 
 static ct_status open_cpu(ct_net *net, ct_device **dev, ct_backend **be)
 {
-    ct_status st = ct_cpu_device_create(dev, &net->err);
+    ct_status st = ct_cpu_device_create(dev, &net->run.err);
     if (st == CT_OK)
         st = apply_memory(net, *dev);
     if (st == CT_OK)
-        st = ct_cpu_backend_create(be, *dev, &net->err);
-    if (st == CT_OK && net->cfg.train.memory == CT_MEMORY_PREALLOCATE)
+        st = ct_cpu_backend_create(be, *dev, &net->run.err);
+    if (st == CT_OK && net->run.cfg.train.memory == CT_MEMORY_PREALLOCATE)
         ct_backend_add_note(*be, "memory = preallocate acts as grow on the CPU: reserving the free host memory "
                                  "would take it from every other process");
     return st;
@@ -306,23 +325,24 @@ static ct_status open_cpu(ct_net *net, ct_device **dev, ct_backend **be)
 /* Picks the device and its backend from `devices`; the reason is reported by the command. */
 static ct_status choose_backend(ct_net *net, ct_device **dev, ct_backend **be)
 {
-    const char *devices = net->cfg.train.devices;
+    const char *devices = net->run.cfg.train.devices;
     if (strcmp(devices, "cpu") == 0) {
         snprintf(net->backend_reason, sizeof net->backend_reason, "devices = cpu");
         return open_cpu(net, dev, be);
     }
-#ifdef CUTRAIN_HAVE_CUDA
+    const ct_gpu_backend *gpu = ct_registry_gpu();
+    if (!gpu) {
+        snprintf(net->backend_reason, sizeof net->backend_reason,
+                 "devices = %s: this build has no CUDA backend, so the CPU trains", devices);
+        return open_cpu(net, dev, be);
+    }
     int count = 0;
     char why[160] = "";
-    ct_cuda_devices(&count, why, sizeof why); /* a failure is a reason to use the CPU */
+    gpu->devices(&count, why, sizeof why); /* a failure is a reason to use the CPU */
     if (count > 0)
-        return open_cuda(net, count, dev, be);
+        return open_gpu(net, count, dev, be);
     snprintf(net->backend_reason, sizeof net->backend_reason, "devices = %s: no CUDA device (%s), so the CPU trains",
              devices, why);
-#else
-    snprintf(net->backend_reason, sizeof net->backend_reason,
-             "devices = %s: this build has no CUDA backend, so the CPU trains", devices);
-#endif
     return open_cpu(net, dev, be);
 }
 
@@ -343,54 +363,46 @@ static ct_status open_more_replicas(ct_net *net, int n, int on_gpu)
     for (int i = 1; i < n; i++) {
         ct_device *dev = NULL;
         ct_backend *be = NULL;
-#ifdef CUTRAIN_HAVE_CUDA
-        ct_status st = on_gpu ? open_cuda_one(net, net->gpu_ordinals[i], &dev, &be) : open_cpu(net, &dev, &be);
-#else
-        (void)on_gpu;
-        ct_status st = open_cpu(net, &dev, &be);
-#endif
+        ct_status st = on_gpu ? open_gpu_one(net, net->gpu_ordinals[i], &dev, &be) : open_cpu(net, &dev, &be);
         if (st != CT_OK) {
             close_pair(dev, be);
             return st;
         }
         dev->fault = net->alloc_fault;
-        net->replicas[i] = (ct_replica){.rank = i, .dev = dev, .be = be};
-        net->n_replicas = i + 1;
+        net->run.replicas[i] = (ct_replica){.rank = i, .dev = dev, .be = be};
+        net->run.n_replicas = i + 1;
     }
     /* replica 0's device stays current on this thread, which resolves, binds and evaluates on it */
-    return net->replicas[0].dev->ops->activate(net->replicas[0].dev, &net->err);
+    return net->run.replicas[0].dev->ops->activate(net->run.replicas[0].dev, &net->run.err);
 }
 
 /* The communicator of n replicas on replica 0's kind of device: NCCL over GPUs when there are
  * several or comm = nccl asks for it, shared memory over CPU replicas, else none. */
 static ct_status open_comm(ct_net *net, int n)
 {
-    const ct_train_config *t = &net->cfg.train;
-    int on_gpu = !net->replicas[0].dev->host_memory;
+    const ct_train_config *t = &net->run.cfg.train;
+    int on_gpu = !net->run.replicas[0].dev->host_memory;
     if (on_gpu && (n > 1 || t->comm == CT_COMM_NCCL)) {
-#ifdef CUTRAIN_HAVE_CUDA
         ct_backend *bes[CT_MAX_REPLICAS];
         for (int i = 0; i < n; i++)
-            bes[i] = net->replicas[i].be;
-        return ct_comm_nccl_create(&net->comm, bes, n, t->comm_timeout, &net->err);
-#endif
+            bes[i] = net->run.replicas[i].be;
+        return ct_registry_gpu()->comm_create(&net->run.comm, bes, n, t->comm_timeout, &net->run.err);
     }
     if (t->comm == CT_COMM_NCCL)
-        return ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, t->line,
+        return ct_fail_at(&net->run.err, CT_ERR_CONFIG, net->run.cfg.file, t->line,
                           "comm = nccl needs CUDA devices, and %s", net->backend_reason);
-    return n > 1 ? ct_comm_local_create(&net->comm, n, t->comm_timeout, &net->err)
-                 : ct_comm_single_create(&net->comm, &net->err);
+    return n > 1 ? ct_comm_local_create(&net->run.comm, n, t->comm_timeout, &net->run.err)
+                 : ct_comm_single_create(&net->run.comm, &net->run.err);
 }
 
 /* OpenMP threads of each replica's host thread: [train] threads (else every core) shared out. */
 static int threads_per_replica(const ct_net *net)
 {
-    int total = net->cfg.train.threads > 0 ? net->cfg.train.threads : omp_get_max_threads();
-    int each = total / net->n_replicas;
+    int total = net->run.cfg.train.threads > 0 ? net->run.cfg.train.threads : omp_get_max_threads();
+    int each = total / net->run.n_replicas;
     return each > 0 ? each : 1;
 }
 
-#ifdef CUTRAIN_HAVE_CUDA
 /* Under mpirun / srun with GPUs: each process trains on one GPU, the listed GPU at its rank on
  * its machine (devices = all: every visible GPU is listed), as one process per GPU is launched.
  * choose_backend opened the first listed; another is opened in its place. */
@@ -399,60 +411,57 @@ static ct_status take_local_gpu(ct_net *net, int size, ct_device **dev, ct_backe
     int rank = 0, world = 0, local = 0;
     ct_world_launcher(&rank, &world, &local);
     if (local >= net->n_gpus)
-        return ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, net->cfg.train.devices_line,
+        return ct_fail_at(&net->run.err, CT_ERR_CONFIG, net->run.cfg.file, net->run.cfg.train.devices_line,
                           "devices = %s in one of %d processes (mpirun, srun): rank %d is process %d on its machine, "
-                          "but devices lists %d GPU%s there; launch one process per GPU", net->cfg.train.devices,
+                          "but devices lists %d GPU%s there; launch one process per GPU", net->run.cfg.train.devices,
                           size, rank, local, net->n_gpus, net->n_gpus == 1 ? "" : "s");
     if (local == 0)
         return CT_OK;
     close_pair(*dev, *be);
     *dev = NULL;
     *be = NULL;
-    ct_status st = open_cuda_one(net, net->gpu_ordinals[local], dev, be);
+    ct_status st = open_gpu_one(net, net->gpu_ordinals[local], dev, be);
     if (st == CT_OK)
         snprintf(net->backend_reason, sizeof net->backend_reason, "devices = %s: CUDA device %d, graph %s",
-                 net->cfg.train.devices, net->gpu_ordinals[local], (*be)->graphs ? "on" : "off");
+                 net->run.cfg.train.devices, net->gpu_ordinals[local], (*be)->graphs ? "on" : "off");
     return st;
 }
-#endif
 
 /* GPU processes reduce with NCCL: rank 0 makes NCCL's unique id and sends it to the others over
  * MPI (within comm_timeout), then every process creates its rank of the communicator. */
 static ct_status open_process_nccl(ct_net *net, int rank, int size)
 {
-#ifdef CUTRAIN_HAVE_CUDA
-    unsigned char id[CT_NCCL_ID_BYTES] = {0};
-    ct_status st = rank == 0 ? ct_comm_nccl_unique_id(id, &net->err) : CT_OK;
+    const ct_gpu_backend *gpu = ct_registry_gpu();
+    if (!gpu)
+        return ct_fail(&net->run.err, CT_ERR_INTERNAL, "GPU processes in a build without CUDA");
+    unsigned char id[CT_GPU_COMM_ID_BYTES] = {0};
+    ct_status st = rank == 0 ? gpu->comm_unique_id(id, &net->run.err) : CT_OK;
     if (st == CT_OK)
-        st = ct_world_broadcast(net->world, id, sizeof id, 0, "NCCL's unique id", &net->err);
+        st = ct_world_broadcast(net->run.world, id, sizeof id, 0, "NCCL's unique id", &net->run.err);
     if (st == CT_OK)
-        st = ct_comm_nccl_create_rank(&net->comm, size, rank, id, net->replicas[0].be, net->cfg.train.comm_timeout,
-                                      &net->err);
+        st = gpu->comm_create_rank(&net->run.comm, size, rank, id, net->run.replicas[0].be,
+                                   net->run.cfg.train.comm_timeout, &net->run.err);
     return st;
-#else
-    (void)rank; (void)size;
-    return ct_fail(&net->err, CT_ERR_INTERNAL, "GPU processes in a build without CUDA");
-#endif
 }
 
 /* Under mpirun / srun: what one process of several can train, refused before any data loads.
  * Each process is one replica; batch stays the global batch. */
 static ct_status check_process_config(ct_net *net, int size)
 {
-    const ct_train_config *t = &net->cfg.train;
+    const ct_train_config *t = &net->run.cfg.train;
     if (t->replicas > 1)
-        return ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, t->devices_line,
+        return ct_fail_at(&net->run.err, CT_ERR_CONFIG, net->run.cfg.file, t->devices_line,
                           "devices = cpu:%d in one of %d processes (mpirun, srun): each process trains one replica, "
                           "so use devices = cpu (the %d processes then train %d replicas)", t->replicas, size, size,
                           size);
     if (t->batch_mode != CT_BATCH_FIXED)
-        return ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, t->batch_line,
+        return ct_fail_at(&net->run.err, CT_ERR_CONFIG, net->run.cfg.file, t->batch_line,
                           "batch = %s in one of %d processes (mpirun, srun): the batch search runs one device; give "
                           "the global batch as a number (a multiple of %d)",
                           t->batch_mode == CT_BATCH_MAX ? "max" : "auto", size, size);
     if (t->batch % size != 0) {
         int lower = t->batch / size * size;
-        return ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, t->batch_line,
+        return ct_fail_at(&net->run.err, CT_ERR_CONFIG, net->run.cfg.file, t->batch_line,
                           "batch = %d does not split evenly over %d processes (mpirun, srun): batch is the global "
                           "batch, each process takes batch / %d; use %d or %d", t->batch, size, size,
                           lower > 0 ? lower : size, lower + size);
@@ -465,56 +474,55 @@ static ct_status check_process_config(ct_net *net, int size)
  * exchange, bounded by comm_timeout), then rank 0's initial state broadcast. */
 static ct_status open_process_replica(ct_net *net)
 {
-    const ct_train_config *t = &net->cfg.train;
-    int rank = ct_world_rank(net->world), size = ct_world_size(net->world);
+    const ct_train_config *t = &net->run.cfg.train;
+    int rank = ct_world_rank(net->run.world), size = ct_world_size(net->run.world);
     ct_device *dev = NULL;
     ct_backend *be = NULL;
     ct_status st = choose_backend(net, &dev, &be);
     int on_gpu = st == CT_OK && !dev->host_memory;
-#ifdef CUTRAIN_HAVE_CUDA
     if (on_gpu)
         st = take_local_gpu(net, size, &dev, &be);
-#endif
-    net->replicas = st == CT_OK ? calloc(1, sizeof *net->replicas) : NULL;
-    if (st == CT_OK && !net->replicas)
-        st = ct_fail(&net->err, CT_ERR_NOMEM, "out of memory for replicas");
+    net->run.replicas = st == CT_OK ? calloc(1, sizeof *net->run.replicas) : NULL;
+    if (st == CT_OK && !net->run.replicas)
+        st = ct_fail(&net->run.err, CT_ERR_NOMEM, "out of memory for replicas");
     if (st != CT_OK) {
         close_pair(dev, be);
         return st;
     }
     dev->fault = net->alloc_fault;
-    net->n_replicas = 1;
-    net->replicas[0] = (ct_replica){.rank = rank, .dev = dev, .be = be};
-    st = dev->ops->activate(dev, &net->err);
+    net->run.n_replicas = 1;
+    net->run.replicas[0] = (ct_replica){.rank = rank, .dev = dev, .be = be};
+    st = dev->ops->activate(dev, &net->run.err);
     if (st == CT_OK)
-        st = on_gpu ? open_process_nccl(net, rank, size) : ct_comm_mpi_create(&net->comm, net->world, &net->err);
+        st = on_gpu ? open_process_nccl(net, rank, size)
+                    : ct_comm_mpi_create(&net->run.comm, net->run.world, &net->run.err);
     if (st == CT_OK)
-        st = ct_batch_resolve(net, &net->batch);
+        st = ct_batch_resolve(&net->run, &net->run.batch);
     if (st == CT_OK) {
-        net->cfg.train.lr_factor = ct_lr_factor(&net->cfg.train, net->batch);
-        st = ct_replica_bind(&net->replicas[0], &net->cfg, net->graph.input, net->graph.classes, net->batch / size,
-                             t->seed, memory_limit(t), &net->err);
+        net->run.cfg.train.lr_factor = ct_lr_factor(&net->run.cfg.train, net->run.batch);
+        st = ct_replica_bind(&net->run.replicas[0], &net->run.cfg, net->run.graph.input, net->run.graph.classes,
+                             net->run.batch / size, t->seed, memory_limit(t), &net->run.err);
     }
     if (st == CT_OK && t->precision == CT_PREC_FP16) {
         ct_scaler s = ct_train_scaler_start(t);
-        st = be->ops->scaler_set(be, &s, &net->err);
+        st = be->ops->scaler_set(be, &s, &net->run.err);
     }
     if (st == CT_OK)
-        st = ct_world_join(net->world, net->batch, (long)net->replicas[0].graph.n_params, &net->err);
+        st = ct_world_join(net->run.world, net->run.batch, (long)net->run.replicas[0].graph.n_params, &net->run.err);
     if (st == CT_OK) {
-        ct_train_apply_threads(net);
+        ct_train_apply_threads(&net->run);
         int threads = omp_get_max_threads();
         size_t used = on_gpu ? strlen(net->backend_reason) : 0;
         if (on_gpu)
             snprintf(net->backend_reason + used, sizeof net->backend_reason - used,
                      "; rank %d of %d processes, one GPU each (NCCL), global batch %d (%d per replica)", rank, size,
-                     net->batch, net->batch / size);
+                     net->run.batch, net->run.batch / size);
         else
             snprintf(net->backend_reason, sizeof net->backend_reason,
                      "devices = %s: rank %d of %d processes, one CPU replica each, %d thread%s, global batch %d (%d "
-                     "per replica)", t->devices, rank, size, threads, threads == 1 ? "" : "s", net->batch,
-                     net->batch / size);
-        st = ct_train_broadcast_state(net, &net->err);
+                     "per replica)", t->devices, rank, size, threads, threads == 1 ? "" : "s", net->run.batch,
+                     net->run.batch / size);
+        st = ct_train_broadcast_state(&net->run, &net->run.err);
     }
     return st;
 }
@@ -525,9 +533,9 @@ static ct_status open_process_replica(ct_net *net)
  * global batch; replica 0's initial state is then broadcast. */
 static ct_status open_replicas(ct_net *net)
 {
-    if (net->world)
+    if (net->run.world)
         return open_process_replica(net);
-    const ct_train_config *t = &net->cfg.train;
+    const ct_train_config *t = &net->run.cfg.train;
     ct_device *dev = NULL;
     ct_backend *be = NULL;
     ct_status st = choose_backend(net, &dev, &be);
@@ -536,16 +544,17 @@ static ct_status open_replicas(ct_net *net)
         return st;
     }
     int on_gpu = !dev->host_memory;
-    int n = on_gpu ? (net->n_gpus > 0 ? net->n_gpus : 1) : strcmp(t->devices, "cpu") == 0 && t->replicas > 1 ? t->replicas : 1;
+    int n = on_gpu ? (net->n_gpus > 0 ? net->n_gpus : 1)
+                   : strcmp(t->devices, "cpu") == 0 && t->replicas > 1 ? t->replicas : 1;
     dev->fault = net->alloc_fault;
-    net->replicas = calloc((size_t)n, sizeof *net->replicas);
-    if (!net->replicas) {
+    net->run.replicas = calloc((size_t)n, sizeof *net->run.replicas);
+    if (!net->run.replicas) {
         close_pair(dev, be);
-        return ct_fail(&net->err, CT_ERR_NOMEM, "out of memory for replicas");
+        return ct_fail(&net->run.err, CT_ERR_NOMEM, "out of memory for replicas");
     }
-    net->n_replicas = 1;
-    net->replicas[0] = (ct_replica){.rank = 0, .dev = dev, .be = be};
-    st = dev->ops->activate(dev, &net->err);
+    net->run.n_replicas = 1;
+    net->run.replicas[0] = (ct_replica){.rank = 0, .dev = dev, .be = be};
+    st = dev->ops->activate(dev, &net->run.err);
     /* several replicas take a fixed batch: only one replica's batch search runs steps, with its
      * communicator (comm = nccl's one rank included) */
     if (st == CT_OK && n > 1)
@@ -553,41 +562,42 @@ static ct_status open_replicas(ct_net *net)
     if (st == CT_OK)
         st = open_comm(net, n);
     if (st == CT_OK)
-        st = ct_batch_resolve(net, &net->batch);
+        st = ct_batch_resolve(&net->run, &net->run.batch);
     if (st == CT_OK) {
-        net->cfg.train.lr_factor = ct_lr_factor(&net->cfg.train, net->batch);
+        net->run.cfg.train.lr_factor = ct_lr_factor(&net->run.cfg.train, net->run.batch);
         /* an allocation failure here is explained by the binding (device, batch, plan); each
          * replica's device is current while it binds, replica 0's again after */
         for (int i = 0; i < n && st == CT_OK; i++) {
-            st = net->replicas[i].dev->ops->activate(net->replicas[i].dev, &net->err);
+            st = net->run.replicas[i].dev->ops->activate(net->run.replicas[i].dev, &net->run.err);
             if (st == CT_OK)
-                st = ct_replica_bind(&net->replicas[i], &net->cfg, net->graph.input, net->graph.classes,
-                                     net->batch / n, t->seed, memory_limit(t), &net->err);
+                st = ct_replica_bind(&net->run.replicas[i], &net->run.cfg, net->run.graph.input, net->run.graph.classes,
+                                     net->run.batch / n, t->seed, memory_limit(t), &net->run.err);
         }
         if (st == CT_OK)
-            st = dev->ops->activate(dev, &net->err);
+            st = dev->ops->activate(dev, &net->run.err);
     }
     for (int i = 0; i < n && st == CT_OK && t->precision == CT_PREC_FP16; i++) {
         ct_scaler s = ct_train_scaler_start(t);
-        st = net->replicas[i].dev->ops->activate(net->replicas[i].dev, &net->err);
+        st = net->run.replicas[i].dev->ops->activate(net->run.replicas[i].dev, &net->run.err);
         if (st == CT_OK)
-            st = net->replicas[i].be->ops->scaler_set(net->replicas[i].be, &s, &net->err);
+            st = net->run.replicas[i].be->ops->scaler_set(net->run.replicas[i].be, &s, &net->run.err);
     }
     if (st == CT_OK)
-        st = dev->ops->activate(dev, &net->err);
+        st = dev->ops->activate(dev, &net->run.err);
     if (st == CT_OK && n > 1) {
         int each = threads_per_replica(net);
         size_t used = strlen(net->backend_reason);
         if (on_gpu)
             snprintf(net->backend_reason + used, sizeof net->backend_reason - used,
-                     "; %d GPU replicas (NCCL), global batch %d (%d per replica)", n, net->batch, net->batch / n);
+                     "; %d GPU replicas (NCCL), global batch %d (%d per replica)", n, net->run.batch,
+                     net->run.batch / n);
         else
             snprintf(net->backend_reason, sizeof net->backend_reason,
                      "devices = cpu:%d: %d CPU replicas, %d thread%s each, global batch %d (%d per replica)", n, n,
-                     each, each == 1 ? "" : "s", net->batch, net->batch / n);
-        st = ct_replica_threads_start(&net->threads, n, each, net->comm, &net->err);
+                     each, each == 1 ? "" : "s", net->run.batch, net->run.batch / n);
+        st = ct_replica_threads_start(&net->run.threads, n, each, net->run.comm, &net->run.err);
         if (st == CT_OK)
-            st = ct_train_broadcast_state(net, &net->err);
+            st = ct_train_broadcast_state(&net->run, &net->run.err);
     } else if (st == CT_OK && on_gpu && t->comm == CT_COMM_NCCL) {
         size_t used = strlen(net->backend_reason);
         snprintf(net->backend_reason + used, sizeof net->backend_reason - used, "; comm = nccl: NCCL with one rank");
@@ -597,46 +607,30 @@ static ct_status open_replicas(ct_net *net)
 
 static ct_status allocate_host(ct_net *net)
 {
-    int batch = net->batch;
-    net->order = malloc((size_t)(net->train.count > 0 ? net->train.count : 1) * sizeof *net->order);
-    net->eval_order = malloc((size_t)batch * sizeof *net->eval_order);
-    if (!net->order || !net->eval_order)
-        return ct_fail(&net->err, CT_ERR_NOMEM, "out of memory for batch staging at batch %d", batch);
+    int batch = net->run.batch;
+    net->run.order = malloc((size_t)(net->run.train.count > 0 ? net->run.train.count : 1) * sizeof *net->run.order);
+    net->run.eval_order = malloc((size_t)batch * sizeof *net->run.eval_order);
+    if (!net->run.order || !net->run.eval_order)
+        return ct_fail(&net->run.err, CT_ERR_NOMEM, "out of memory for batch staging at batch %d", batch);
     return CT_OK;
-}
-
-static void *pipeline_alloc(void *ctx, size_t bytes) { return ((ct_device *)ctx)->ops->host_alloc(ctx, bytes); }
-static void pipeline_free(void *ctx, void *p) { ((ct_device *)ctx)->ops->host_free(ctx, p); }
-
-void ct_net_pipeline_config(ct_net *net, ct_pipeline_config *pc)
-{
-    ct_device *dev = net->replicas[0].dev;
-    ct_pipeline_config_init(pc, &net->cfg.data, &net->train, &net->augment, net->batch, net->cfg.train.seed, 1);
-    if (!pc->sync) {
-        pc->host_alloc = pipeline_alloc;
-        pc->host_free = pipeline_free;
-        pc->alloc_ctx = dev;
-    }
-    if (dev->host_memory)
-        pc->raw_u8 = 0;
 }
 
 /* The training batches' pipeline, and the augmentation parameters a device needs. */
 static ct_status open_pipeline(ct_net *net)
 {
     ct_pipeline_config pc;
-    ct_net_pipeline_config(net, &pc);
-    if (net->cfg.data.augment_on == CT_AUGMENT_ON_GPU && !pc.raw_u8) {
+    ct_run_pipeline_config(&net->run, &pc);
+    if (net->run.cfg.data.augment_on == CT_AUGMENT_ON_GPU && !pc.raw_u8) {
         size_t used = strlen(net->backend_reason);
         snprintf(net->backend_reason + used, sizeof net->backend_reason - used,
                  "; augment_on = gpu without a GPU: the workers augment");
     }
-    net->pipeline_depth = pc.sync || pc.prefetch == 1 ? 1 : 2;
-    ct_augment_params *a = &net->augment_params;
-    *a = (ct_augment_params){.crop_pad = net->augment.crop_pad, .flip = net->augment.flip,
-                             .channels = net->graph.input.c};
-    ct_augment_fold(&net->augment, a->scale, a->bias);
-    return ct_pipeline_create(&net->pipeline, &pc, &net->err);
+    net->run.pipeline_depth = pc.sync || pc.prefetch == 1 ? 1 : 2;
+    ct_augment_params *a = &net->run.augment_params;
+    *a = (ct_augment_params){.crop_pad = net->run.augment.crop_pad, .flip = net->run.augment.flip,
+                             .channels = net->run.graph.input.c};
+    ct_augment_fold(&net->run.augment, a->scale, a->bias);
+    return ct_pipeline_create(&net->run.pipeline, &pc, &net->run.err);
 }
 
 const char *ct_input_verdict(double share)
@@ -653,23 +647,24 @@ ct_status ct_prepare(ct_net *net)
     ct_status st = ct_net_build_graph(net);
     if (st != CT_OK)
         return st;
-    ct_err *err = &net->err;
-    st = net->world ? check_process_config(net, ct_world_size(net->world)) : CT_OK;
+    ct_err *err = &net->run.err;
+    st = net->run.world ? check_process_config(net, ct_world_size(net->run.world)) : CT_OK;
     if (st == CT_OK)
-        st = ct_data_load(&net->cfg.data, net->cfg.train.seed, &net->train, &net->test, err);
-    if (st == CT_OK && net->train.count == 0)
+        st = ct_data_load(&net->run.cfg.data, net->run.cfg.train.seed, &net->run.train, &net->run.test, err);
+    if (st == CT_OK && net->run.train.count == 0)
         st = ct_fail(err, CT_ERR_DATA, "the training set is empty");
-    if (st == CT_OK && (net->train.shape.h != net->graph.input.h || net->train.shape.w != net->graph.input.w ||
-                        net->train.shape.c != net->graph.input.c))
+    if (st == CT_OK && (net->run.train.shape.h != net->run.graph.input.h ||
+                        net->run.train.shape.w != net->run.graph.input.w ||
+                        net->run.train.shape.c != net->run.graph.input.c))
         st = ct_fail(err, CT_ERR_DATA, "the training images are %dx%dx%d but their header said %dx%dx%d",
-                     net->train.shape.h, net->train.shape.w, net->train.shape.c, net->graph.input.h,
-                     net->graph.input.w, net->graph.input.c);
-    if (st == CT_OK && net->train.classes > net->graph.classes)
+                     net->run.train.shape.h, net->run.train.shape.w, net->run.train.shape.c, net->run.graph.input.h,
+                     net->run.graph.input.w, net->run.graph.input.c);
+    if (st == CT_OK && net->run.train.classes > net->run.graph.classes)
         st = ct_fail(err, CT_ERR_DATA, "the training labels go up to %d but the network has %d classes",
-                     net->train.classes - 1, net->graph.classes);
+                     net->run.train.classes - 1, net->run.graph.classes);
     /* before the replicas: a batch search stages normalised batches */
     if (st == CT_OK)
-        ct_augment_from_config(&net->augment, &net->cfg.data, net->graph.input.c);
+        ct_augment_from_config(&net->run.augment, &net->run.cfg.data, net->run.graph.input.c);
     if (st == CT_OK)
         st = open_replicas(net);
     if (st == CT_OK)
@@ -678,12 +673,12 @@ ct_status ct_prepare(ct_net *net)
         st = open_pipeline(net);
     if (st != CT_OK) {
         release_run(net);
-        ct_graph_free(&net->graph);
-        net->graph_built = 0;
-        ct_config_free(&net->cfg);
+        ct_graph_free(&net->run.graph);
+        net->run.graph_built = 0;
+        ct_config_free(&net->run.cfg);
         return st;
     }
-    net->last_test_accuracy = -1.0;
+    net->run.last_test_accuracy = -1.0;
     net->prepared = 1;
     return CT_OK;
 }
@@ -697,10 +692,10 @@ ct_status ct_prepare_inference(ct_net *net)
     ct_status st = ct_net_build_graph(net);
     if (st != CT_OK)
         return st;
-    net->inference = 1;
+    net->run.inference = 1;
     /* refused before any data loads (ct_batch_resolve words it) */
-    if (net->cfg.train.batch_mode != CT_BATCH_FIXED)
-        return ct_batch_resolve(net, &net->batch);
+    if (net->run.cfg.train.batch_mode != CT_BATCH_FIXED)
+        return ct_batch_resolve(&net->run, &net->run.batch);
     return ct_prepare(net);
 }
 
@@ -709,10 +704,10 @@ ct_status ct_fit(ct_net *net, const ct_callbacks *callbacks)
     ct_status st = ct_prepare(net);
     if (st != CT_OK)
         return st;
-    net->monitor = ct_run_monitor_start(net);
-    st = ct_train_fit(net, callbacks);
-    ct_monitor_stop(net->monitor);
-    net->monitor = NULL;
+    net->run.monitor = ct_run_monitor_start(&net->run);
+    st = ct_train_fit(&net->run, callbacks);
+    ct_monitor_stop(net->run.monitor);
+    net->run.monitor = NULL;
     return st;
 }
 
@@ -723,16 +718,16 @@ ct_status ct_evaluate(ct_net *net, ct_eval_result *result)
     ct_status st = ct_prepare_inference(net);
     if (st != CT_OK)
         return st;
-    if (net->test.count == 0)
-        return ct_fail(&net->err, CT_ERR_CONFIG, "%s: [data] has no test set to evaluate on", net->cfg.file);
-    return ct_train_evaluate(net, &net->test, result);
+    if (net->run.test.count == 0)
+        return ct_fail(&net->run.err, CT_ERR_CONFIG, "%s: [data] has no test set to evaluate on", net->run.cfg.file);
+    return ct_train_evaluate(&net->run, &net->run.test, result);
 }
 
 int ct_layer_count(ct_net *net)
 {
     if (!net || ct_net_build_graph(net) != CT_OK)
         return -1;
-    return net->graph.n_layers;
+    return net->run.graph.n_layers;
 }
 
 ct_status ct_layer_info_get(ct_net *net, int index, ct_layer_info *info)
@@ -742,22 +737,22 @@ ct_status ct_layer_info_get(ct_net *net, int index, ct_layer_info *info)
     ct_status st = ct_net_build_graph(net);
     if (st != CT_OK)
         return st;
-    if (index < 0 || index >= net->graph.n_layers)
-        return ct_fail(&net->err, CT_ERR_USAGE, "layer index %d out of range (0..%d)", index,
-                       net->graph.n_layers - 1);
-    const ct_layer *l = &net->graph.layers[index];
+    if (index < 0 || index >= net->run.graph.n_layers)
+        return ct_fail(&net->run.err, CT_ERR_USAGE, "layer index %d out of range (0..%d)", index,
+                       net->run.graph.n_layers - 1);
+    const ct_layer *l = &net->run.graph.layers[index];
     *info = (ct_layer_info){
         .name = l->cfg->name, .type = ct_layer_type_name(l->type), .h = l->out.h, .w = l->out.w,
         .c = l->out.c, .params = (long)(l->w_count + l->b_count),
         .flops = l->def->flops(l),
-        .activation_bytes = (long)ct_graph_activation_bytes(&net->graph, index),
+        .activation_bytes = (long)ct_graph_activation_bytes(&net->run.graph, index),
     };
     return CT_OK;
 }
 
 const char *ct_backend_name(const ct_net *net)
 {
-    return net && net->n_replicas ? net->replicas[0].be->ops->name : "none";
+    return net && net->run.n_replicas ? net->run.replicas[0].be->ops->name : "none";
 }
 
 const char *ct_backend_reason(const ct_net *net)
@@ -767,14 +762,14 @@ const char *ct_backend_reason(const ct_net *net)
 
 const char *ct_backend_note(const ct_net *net)
 {
-    return net && net->n_replicas ? net->replicas[0].be->note : "";
+    return net && net->run.n_replicas ? net->run.replicas[0].be->note : "";
 }
 
 int ct_batch_size(const ct_net *net)
 {
-    if (!net || !net->graph_built)
+    if (!net || !net->run.graph_built)
         return 0;
-    return net->prepared ? net->batch : net->cfg.train.batch;
+    return net->prepared ? net->run.batch : net->run.cfg.train.batch;
 }
 
 ct_status ct_batch_search_get(ct_net *net, ct_batch_search *out)
@@ -783,7 +778,7 @@ ct_status ct_batch_search_get(ct_net *net, ct_batch_search *out)
         return CT_ERR_USAGE;
     ct_status st = ct_prepare(net);
     if (st == CT_OK)
-        *out = net->search;
+        *out = net->run.search;
     return st;
 }
 
@@ -795,18 +790,18 @@ ct_status ct_lr_scaling_get(ct_net *net, ct_lr_scaling_info *out)
     ct_status st = ct_prepare(net);
     if (st != CT_OK)
         return st;
-    const ct_train_config *t = &net->cfg.train;
+    const ct_train_config *t = &net->run.cfg.train;
     *out = (ct_lr_scaling_info){
-        .rule = rules[t->lr_scaling], .batch = net->batch, .base_batch = t->base_batch,
+        .rule = rules[t->lr_scaling], .batch = net->run.batch, .base_batch = t->base_batch,
         .learning_rate = t->learning_rate, .factor = t->lr_factor,
-        .linear_factor = t->base_batch > 0 ? (double)net->batch / (double)t->base_batch : 0.0,
+        .linear_factor = t->base_batch > 0 ? (double)net->run.batch / (double)t->base_batch : 0.0,
     };
     return CT_OK;
 }
 
 long ct_train_images(const ct_net *net)
 {
-    return net ? net->train.count : 0;
+    return net ? net->run.train.count : 0;
 }
 
 /* The device and backend a plan is sized with: the training replica's once prepared; before that,
@@ -816,48 +811,46 @@ long ct_train_images(const ct_net *net)
 static ct_status plan_backend(ct_net *net, ct_device **dev, ct_backend **be, int *owned)
 {
     *owned = 0;
-    if (net->n_replicas) {
-        *dev = net->replicas[0].dev;
-        *be = net->replicas[0].be;
+    if (net->run.n_replicas) {
+        *dev = net->run.replicas[0].dev;
+        *be = net->run.replicas[0].be;
         return CT_OK;
     }
     *owned = 1;
     *dev = NULL;
     *be = NULL;
-#ifdef CUTRAIN_HAVE_CUDA
-    if (strcmp(net->cfg.train.devices, "cpu") != 0) {
+    const ct_gpu_backend *gpu = ct_registry_gpu();
+    if (gpu && strcmp(net->run.cfg.train.devices, "cpu") != 0) {
         int count = 0;
-        ct_cuda_devices(&count, NULL, 0);
+        gpu->devices(&count, NULL, 0);
         if (count > 0) {
             int ordinals[CT_MAX_REPLICAS];
             if (gpu_list(net, count, ordinals) < 1)
                 return CT_ERR_CONFIG;
             int ordinal = ordinals[0];
-            ct_cuda_options opt = {.graphs = net->cfg.train.graph != 0, .allow_tf32 = net->cfg.train.tf32 != 0,
-                                   .deterministic = net->cfg.train.deterministic};
-            ct_status st = ct_cuda_device_create(dev, ordinal, &net->err);
-            return st == CT_OK ? ct_cuda_backend_create(be, *dev, &opt, &net->err) : st;
+            ct_backend_options opt = backend_options(&net->run.cfg.train);
+            ct_status st = gpu->device_create(dev, ordinal, &net->run.err);
+            return st == CT_OK ? gpu->backend_create(be, *dev, &opt, &net->run.err) : st;
         }
     }
-#endif
-    ct_status st = ct_cpu_device_create(dev, &net->err);
-    return st == CT_OK ? ct_cpu_backend_create(be, *dev, &net->err) : st;
+    ct_status st = ct_cpu_device_create(dev, &net->run.err);
+    return st == CT_OK ? ct_cpu_backend_create(be, *dev, &net->run.err) : st;
 }
 
 /* max_batch, budget and exceeds_cap of *info (whose total is the plan at info->batch), against
  * dev's free memory or the limit: cap. */
 static ct_status fill_budget(ct_net *net, ct_device *dev, ct_backend *be, ct_memory_info *info)
 {
-    const ct_train_config *t = &net->cfg.train;
+    const ct_train_config *t = &net->run.cfg.train;
     size_t budget = 0, cap = 0;
-    ct_status st = ct_memory_budget(t, dev, &budget, &cap, &net->err);
+    ct_status st = ct_memory_budget(t, dev, &budget, &cap, &net->run.err);
     if (st != CT_OK)
         return st;
     /* capped by batch_max, else the training set once loaded (before, by nothing but memory) */
-    long count = net->train.count > 0 ? net->train.count : 1L << 22;
+    long count = net->run.train.count > 0 ? net->run.train.count : 1L << 22;
     int batch_max = t->batch_max ? t->batch_max : (int)(count < INT_MAX ? count : INT_MAX);
     info->budget = (long long)budget;
-    info->max_batch = ct_graph_max_batch(&net->graph, be, t->optimizer, budget, batch_max);
+    info->max_batch = ct_graph_max_batch(&net->run.graph, be, t->optimizer, budget, batch_max);
     info->exceeds_cap = cap && (size_t)info->total > cap;
     return CT_OK;
 }
@@ -876,16 +869,17 @@ ct_status ct_memory_info_get(ct_net *net, int batch, ct_memory_info *info)
     st = plan_backend(net, &dev, &be, &owned);
     ct_memory_info fit = {0};
     /* a batch still to be searched for: the largest that fits, what batch = max would start from */
-    if (st == CT_OK && batch == 0 && !net->prepared && net->cfg.train.batch_mode != CT_BATCH_FIXED)
+    if (st == CT_OK && batch == 0 && !net->prepared && net->run.cfg.train.batch_mode != CT_BATCH_FIXED)
         st = fill_budget(net, dev, be, &fit);
     if (batch == 0)
-        batch = net->prepared ? net->batch : net->cfg.train.batch_mode == CT_BATCH_FIXED ? net->cfg.train.batch
+        batch = net->prepared                                   ? net->run.batch
+                : net->run.cfg.train.batch_mode == CT_BATCH_FIXED ? net->run.cfg.train.batch
                                                                                          : fit.max_batch;
     if (batch == 0)
         batch = 8;
     if (st == CT_OK) {
         ct_memory_plan p;
-        ct_graph_plan(&net->graph, be, batch, net->cfg.train.optimizer, &p);
+        ct_graph_plan(&net->run.graph, be, batch, net->run.cfg.train.optimizer, &p);
         *info = (ct_memory_info){
             .batch = batch, .params = (long long)p.params, .params_half = (long long)p.params_half,
             .optimizer = (long long)p.optimizer, .state = (long long)p.state, .inputs = (long long)p.inputs,
@@ -909,9 +903,9 @@ ct_status ct_memory_usage_get(ct_net *net, ct_memory_usage *out)
 {
     if (!net || !out)
         return CT_ERR_USAGE;
-    if (!net->n_replicas)
-        return ct_fail(&net->err, CT_ERR_USAGE, "ct_memory_usage_get: nothing is allocated before ct_prepare");
-    ct_device *dev = net->replicas[0].dev;
+    if (!net->run.n_replicas)
+        return ct_fail(&net->run.err, CT_ERR_USAGE, "ct_memory_usage_get: nothing is allocated before ct_prepare");
+    ct_device *dev = net->run.replicas[0].dev;
     ct_pool_usage u;
     dev->ops->memory_usage(dev, &u);
     *out = (ct_memory_usage){.in_use = (long long)u.in_use, .peak = (long long)u.peak,

@@ -7,31 +7,26 @@
 #include "api/handle.h"
 #include "graph/launch_cost.h"
 #include "graph/scaling.h"
-#ifdef CUTRAIN_HAVE_CUDA
-#include "cuda/cuda_device.h"
-#endif
+#include "registry.h"
 
 /* The first GPU of `devices` when one is visible (a missing ordinal is ct_prepare's to report:
  * here the first GPU stands in); else, and with devices = cpu, the model. */
 static void choose_model(const ct_net *net, ct_gpu_model *m)
 {
     ct_gpu_model_h100(m);
-#ifdef CUTRAIN_HAVE_CUDA
-    const char *devices = net->cfg.train.devices;
+    const ct_gpu_backend *gpu = ct_registry_gpu();
+    const char *devices = net->run.cfg.train.devices;
     int count = 0;
-    if (strcmp(devices, "cpu") == 0 || ct_cuda_devices(&count, NULL, 0) != CT_OK || count == 0)
+    if (!gpu || strcmp(devices, "cpu") == 0 || gpu->devices(&count, NULL, 0) != CT_OK || count == 0)
         return;
     int ordinal = strcmp(devices, "all") == 0 ? 0 : atoi(devices);
     if (ordinal < 0 || ordinal >= count)
         ordinal = 0;
-    ct_cuda_device_figures f;
+    ct_gpu_figures f;
     ct_err ignored;  /* a GPU that cannot be asked leaves the model in place */
-    if (ct_cuda_device_figures_get(ordinal, &f, &ignored) == CT_OK && f.sms > 0 && f.clock_khz > 0 &&
-        f.mem_clock_khz > 0 && f.bus_bits > 0)
+    if (gpu->figures(ordinal, &f, &ignored) == CT_OK && f.sms > 0 && f.clock_khz > 0 && f.mem_clock_khz > 0 &&
+        f.bus_bits > 0)
         ct_gpu_model_from_properties(m, f.name, f.sms, f.clock_khz, f.mem_clock_khz, f.bus_bits, f.major, f.minor);
-#else
-    (void)net;
-#endif
 }
 
 /* "84", or "0.4" below 10 us, where a whole number would round a small time to nothing. */
@@ -48,21 +43,21 @@ ct_status ct_launch_report_get(ct_net *net, int batch, ct_launch_report *report,
     ct_status st = ct_net_build_graph(net);
     if (st != CT_OK)
         return st;
-    const ct_graph *g = &net->graph;
+    const ct_graph *g = &net->run.graph;
     if (layers && n_layers < g->n_layers)
-        return ct_fail(&net->err, CT_ERR_USAGE, "ct_launch_report_get: room for %d layers, the network has %d",
+        return ct_fail(&net->run.err, CT_ERR_USAGE, "ct_launch_report_get: room for %d layers, the network has %d",
                        n_layers, g->n_layers);
     if (batch == 0)
-        batch = net->cfg.train.batch;
+        batch = net->run.cfg.train.batch;
     ct_gpu_model m;
     choose_model(net, &m);
     /* graph = auto means on for a GPU, and a GPU is what this models */
-    double per_launch = net->cfg.train.graph == 0 ? CT_LAUNCH_US_DIRECT : CT_LAUNCH_US_GRAPH;
+    double per_launch = net->run.cfg.train.graph == 0 ? CT_LAUNCH_US_DIRECT : CT_LAUNCH_US_GRAPH;
     ct_layer_cost *costs = calloc((size_t)g->n_layers + 1, sizeof *costs);
     if (!costs)
-        return ct_fail(&net->err, CT_ERR_NOMEM, "out of memory for the launch report");
+        return ct_fail(&net->run.err, CT_ERR_NOMEM, "out of memory for the launch report");
     ct_step_cost s;
-    ct_step_cost_estimate(g, batch, net->cfg.train.optimizer, &m, per_launch, costs, &s);
+    ct_step_cost_estimate(g, batch, net->run.cfg.train.optimizer, &m, per_launch, costs, &s);
     for (int i = 0; layers && i < g->n_layers; i++)
         layers[i] = (ct_launch_layer){.kernels = costs[i].kernels, .kernel_us = costs[i].kernel_us,
                                       .launch_us = costs[i].launch_us, .launch_bound = costs[i].launch_bound};
@@ -81,7 +76,7 @@ ct_status ct_launch_report_get(ct_net *net, int batch, ct_launch_report *report,
         char launch_us[32], kernel_us[32];
         format_us(s.launch_us, launch_us, sizeof launch_us);
         format_us(s.kernel_us, kernel_us, sizeof kernel_us);
-        const char *advice = net->cfg.train.graph == 0
+        const char *advice = net->run.cfg.train.graph == 0
                                  ? "use wider layers, a larger batch, or graph = on"
                                  : "use wider layers or a larger batch (graph = on makes the step one launch, "
                                    "but the GPU still starts each kernel)";
@@ -100,12 +95,12 @@ ct_status ct_scaling_report_get(ct_net *net, int batch, double bus_gbps, ct_scal
     ct_status st = ct_net_build_graph(net);
     if (st != CT_OK)
         return st;
-    const ct_graph *g = &net->graph;
+    const ct_graph *g = &net->run.graph;
     if (batch == 0)
-        batch = net->cfg.train.batch;
+        batch = net->run.cfg.train.batch;
     ct_gpu_model m;
     choose_model(net, &m);
-    double per_launch = net->cfg.train.graph == 0 ? CT_LAUNCH_US_DIRECT : CT_LAUNCH_US_GRAPH;
+    double per_launch = net->run.cfg.train.graph == 0 ? CT_LAUNCH_US_DIRECT : CT_LAUNCH_US_GRAPH;
     ct_link_model link;
     ct_link_model_default(&link);
     if (bus_gbps > 0)
@@ -114,11 +109,11 @@ ct_status ct_scaling_report_get(ct_net *net, int batch, double bus_gbps, ct_scal
     *report = (ct_scaling_report){.batch = batch, .allreduce_bytes = (long long)bytes,
                                   .buckets = (int)((bytes + link.bucket_bytes - 1) / link.bucket_bytes),
                                   .bus_gbps = link.bus_bytes_per_s / 1e9, .call_us = link.call_us,
-                                  .single_step_us = ct_step_us(g, batch, net->cfg.train.optimizer, &m, per_launch)};
+                                  .single_step_us = ct_step_us(g, batch, net->run.cfg.train.optimizer, &m, per_launch)};
     static const int gpus[] = {2, 4, 8};
     for (int i = 0; i < 3; i++) {
         ct_scaling_row r;
-        ct_scaling_estimate(g, batch, net->cfg.train.optimizer, &m, per_launch, &link, gpus[i], &r);
+        ct_scaling_estimate(g, batch, net->run.cfg.train.optimizer, &m, per_launch, &link, gpus[i], &r);
         report->rows[i].gpus = r.gpus;
         report->rows[i].batch_per_gpu = r.batch_per_gpu;
         report->rows[i].step_us = r.step_us;

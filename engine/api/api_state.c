@@ -3,31 +3,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint/checkpoint.h"
 #include "api/handle.h"
+#include "checkpoint/snapshot.h"
 
 static ct_status read_checkpoint(ct_net *net, const char *path, ct_checkpoint *ck);
 
 ct_status ct_save(ct_net *net, const char *path)
 {
     if (!net || !path)
-        return net ? ct_fail(&net->err, CT_ERR_USAGE, "ct_save: path is NULL") : CT_ERR_USAGE;
+        return net ? ct_fail(&net->run.err, CT_ERR_USAGE, "ct_save: path is NULL") : CT_ERR_USAGE;
     ct_status st = ct_prepare(net);
     if (st != CT_OK)
         return st;
     ct_checkpoint ck;
-    st = ct_net_snapshot(net, net->last_test_accuracy, &ck, &net->err);
+    st = ct_run_snapshot(&net->run, net->run.last_test_accuracy, &ck, &net->run.err);
     uint8_t *buf = NULL;
     size_t len = 0;
     if (st == CT_OK) {
         len = ct_checkpoint_size(&ck);
         buf = malloc(len);
         if (!buf)
-            st = ct_fail(&net->err, CT_ERR_NOMEM, "out of memory writing %s (%zu bytes)", path, len);
+            st = ct_fail(&net->run.err, CT_ERR_NOMEM, "out of memory writing %s (%zu bytes)", path, len);
     }
     if (st == CT_OK) {
         ct_checkpoint_serialize(&ck, buf);
-        st = ct_checkpoint_write_file(path, buf, len, &net->err);
+        st = ct_checkpoint_write_file(path, buf, len, &net->run.err);
     }
     free(buf);
     ct_checkpoint_free(&ck);
@@ -37,16 +37,16 @@ ct_status ct_save(ct_net *net, const char *path)
 ct_status ct_load(ct_net *net, const char *path)
 {
     if (!net || !path)
-        return net ? ct_fail(&net->err, CT_ERR_USAGE, "ct_load: path is NULL") : CT_ERR_USAGE;
+        return net ? ct_fail(&net->run.err, CT_ERR_USAGE, "ct_load: path is NULL") : CT_ERR_USAGE;
     ct_status st = ct_prepare(net);
     if (st != CT_OK)
         return st;
     ct_checkpoint ck;
     st = read_checkpoint(net, path, &ck);
     if (st == CT_OK)
-        st = ct_net_restore(net, &ck, path, &net->err);
+        st = ct_run_restore(&net->run, &ck, path, &net->run.err);
     if (st == CT_OK)
-        net->last_test_accuracy = ck.test_accuracy;
+        net->run.last_test_accuracy = ck.test_accuracy;
     ct_checkpoint_free(&ck);
     return st;
 }
@@ -57,9 +57,9 @@ static ct_status read_checkpoint(ct_net *net, const char *path, ct_checkpoint *c
     uint8_t *buf = NULL;
     size_t len = 0;
     memset(ck, 0, sizeof *ck);
-    ct_status st = ct_checkpoint_read_file(path, &buf, &len, &net->err);
+    ct_status st = ct_checkpoint_read_file(path, &buf, &len, &net->run.err);
     if (st == CT_OK)
-        st = ct_checkpoint_parse(buf, len, path, ck, &net->err);
+        st = ct_checkpoint_parse(buf, len, path, ck, &net->run.err);
     free(buf);
     return st;
 }
@@ -67,7 +67,7 @@ static ct_status read_checkpoint(ct_net *net, const char *path, ct_checkpoint *c
 ct_status ct_checkpoint_info(ct_net *net, const char *path, int *epoch, long *step, double *test_accuracy)
 {
     if (!net || !path)
-        return net ? ct_fail(&net->err, CT_ERR_USAGE, "ct_checkpoint_info: path is NULL") : CT_ERR_USAGE;
+        return net ? ct_fail(&net->run.err, CT_ERR_USAGE, "ct_checkpoint_info: path is NULL") : CT_ERR_USAGE;
     ct_checkpoint ck;
     ct_status st = read_checkpoint(net, path, &ck);
     if (st == CT_OK) {
@@ -86,19 +86,19 @@ ct_status ct_checkpoint_settings(ct_net *net, long *every_steps, int *keep)
     ct_status st = ct_net_build_graph(net);
     if (st != CT_OK)
         return st;
-    if (every_steps) *every_steps = net->cfg.train.checkpoint_every;
-    if (keep) *keep = net->cfg.train.keep;
+    if (every_steps) *every_steps = net->run.cfg.train.checkpoint_every;
+    if (keep) *keep = net->run.cfg.train.keep;
     return CT_OK;
 }
 
 int ct_epochs_done(const ct_net *net)
 {
-    return net ? net->epoch : 0;
+    return net ? net->run.epoch : 0;
 }
 
 long ct_steps_done(const ct_net *net)
 {
-    return net ? net->step : 0;
+    return net ? net->run.step : 0;
 }
 
 ct_status ct_input_shape(ct_net *net, int *h, int *w, int *c, int *classes)
@@ -108,10 +108,10 @@ ct_status ct_input_shape(ct_net *net, int *h, int *w, int *c, int *classes)
     ct_status st = ct_net_build_graph(net);
     if (st != CT_OK)
         return st;
-    if (h) *h = net->graph.input.h;
-    if (w) *w = net->graph.input.w;
-    if (c) *c = net->graph.input.c;
-    if (classes) *classes = net->graph.classes;
+    if (h) *h = net->run.graph.input.h;
+    if (w) *w = net->run.graph.input.w;
+    if (c) *c = net->run.graph.input.c;
+    if (classes) *classes = net->run.graph.classes;
     return CT_OK;
 }
 
@@ -137,30 +137,30 @@ static void best_classes(const float *logits, int n, int k, int *classes, float 
 ct_status ct_predict(ct_net *net, const unsigned char *images, long count, int *classes, float *probabilities)
 {
     if (!net || (!images && count > 0) || count < 0)
-        return net ? ct_fail(&net->err, CT_ERR_USAGE, "ct_predict: bad arguments") : CT_ERR_USAGE;
+        return net ? ct_fail(&net->run.err, CT_ERR_USAGE, "ct_predict: bad arguments") : CT_ERR_USAGE;
     ct_status st = ct_prepare_inference(net);
     if (st != CT_OK)
         return st;
     /* predictions need no agreement between replicas: the first one makes them */
-    ct_replica *r = &net->replicas[0];
+    ct_replica *r = &net->run.replicas[0];
     ct_graph *g = &r->graph;
     int k = g->classes;
-    st = r->dev->ops->activate(r->dev, &net->err);
+    st = r->dev->ops->activate(r->dev, &net->run.err);
     float *logits = malloc((size_t)g->batch * (size_t)k * sizeof *logits);
     if (!logits)
-        return ct_fail(&net->err, CT_ERR_NOMEM, "out of memory for predictions");
+        return ct_fail(&net->run.err, CT_ERR_NOMEM, "out of memory for predictions");
     /* a view of the caller's images as a dataset, so batches are made as for evaluation */
     ct_dataset view = {.images = (uint8_t *)images, .labels = NULL, .count = count, .shape = g->input};
     for (long start = 0; start < count && st == CT_OK; start += g->batch) {
         int n = (int)(count - start < g->batch ? count - start : g->batch);
         for (int i = 0; i < n; i++)
-            net->eval_order[i] = start + i;
-        st = ct_train_stage_batch(net, r, &view, net->eval_order, n, 0, 0, &net->err);
+            net->run.eval_order[i] = start + i;
+        st = ct_train_stage_batch(&net->run, r, &view, net->run.eval_order, n, 0, 0, &net->run.err);
         if (st == CT_OK)
-            st = ct_graph_forward(g, n, 0, &net->err);
+            st = ct_graph_forward(g, n, 0, &net->run.err);
         if (st == CT_OK)
             st = r->dev->ops->download(r->dev, logits, ct_graph_output(g)->y->data,
-                                       ct_tensor_rows_bytes(ct_graph_output(g)->y, n), &net->err);
+                                       ct_tensor_rows_bytes(ct_graph_output(g)->y, n), &net->run.err);
         if (st == CT_OK)
             best_classes(logits, n, k, classes ? classes + start : NULL,
                          probabilities ? probabilities + start : NULL);

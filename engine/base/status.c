@@ -48,14 +48,3 @@ void ct_err_clear(ct_err *err)
     err->line = 0;
     err->msg[0] = '\0';
 }
-
-const char *ct_status_name(ct_status status)
-{
-    static const char *const names[] = {
-        "ok", "usage error", "config error", "I/O error", "data error",
-        "out of memory", "backend error", "numeric error", "stopped", "internal error",
-    };
-    if ((unsigned)status < sizeof names / sizeof names[0])
-        return names[status];
-    return "unknown status";
-}

@@ -4,8 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint/checkpoint.h"
-#include "api/handle.h"
+#include "checkpoint/snapshot.h"
 
 /* t (fp32) into a new host buffer. */
 static ct_status download_floats(ct_device *dev, float **host, const ct_tensor *t, ct_err *err)
@@ -72,9 +71,9 @@ static ct_status upload_packed(ct_device *dev, const ct_graph *g, ct_tensor *t, 
     return st;
 }
 
-ct_status ct_net_snapshot(ct_net *net, double test_accuracy, ct_checkpoint *ck, ct_err *err)
+ct_status ct_run_snapshot(ct_run *run, double test_accuracy, ct_checkpoint *ck, ct_err *err)
 {
-    const ct_graph *g = &net->graph;
+    const ct_graph *g = &run->graph;
     memset(ck, 0, sizeof *ck);
     ck->layers = calloc((size_t)g->n_layers, sizeof *ck->layers);
     if (!ck->layers)
@@ -94,23 +93,23 @@ ct_status ct_net_snapshot(ct_net *net, double test_accuracy, ct_checkpoint *ck, 
         cl->b_count = l->b_count;
         cl->state_count = l->state_count;
     }
-    ck->optimizer = (uint32_t)net->cfg.train.optimizer;
+    ck->optimizer = (uint32_t)run->cfg.train.optimizer;
     ck->n_params = g->n_params;
     ck->n_state = g->n_state;
-    ck->epoch = net->epoch;
-    ck->step = net->step;
-    ck->seed = net->cfg.train.seed;
+    ck->epoch = run->epoch;
+    ck->step = run->step;
+    ck->seed = run->cfg.train.seed;
     ck->loss_scale = 1.0f;
     ck->test_accuracy = test_accuracy;
     /* replicas hold the same state: the first one's is saved */
-    const ct_graph *bound = &net->replicas[0].graph;
-    ct_device *dev = net->replicas[0].dev;
-    ck->precision = (uint32_t)net->cfg.train.precision;
-    ck->has_master = net->cfg.train.precision != CT_PREC_FP32;
+    const ct_graph *bound = &run->replicas[0].graph;
+    ct_device *dev = run->replicas[0].dev;
+    ck->precision = (uint32_t)run->cfg.train.precision;
+    ck->has_master = run->cfg.train.precision != CT_PREC_FP32;
     ct_status st = CT_OK;
-    if (net->cfg.train.precision == CT_PREC_FP16) {
+    if (run->cfg.train.precision == CT_PREC_FP16) {
         ct_scaler s;
-        st = net->replicas[0].be->ops->scaler_get(net->replicas[0].be, &s, err);
+        st = run->replicas[0].be->ops->scaler_get(run->replicas[0].be, &s, err);
         ck->has_scaler = 1;
         ck->loss_scale = s.scale;
         ck->clean_steps = s.clean_steps;
@@ -167,16 +166,16 @@ static ct_status upload_params(ct_graph *g, const float *packed, ct_err *err)
     return st;
 }
 
-ct_status ct_net_restore(ct_net *net, const ct_checkpoint *ck, const char *source, ct_err *err)
+ct_status ct_run_restore(ct_run *run, const ct_checkpoint *ck, const char *source, ct_err *err)
 {
-    ct_graph *g = &net->graph;
+    ct_graph *g = &run->graph;
     ct_status st = check_layers(g, ck, source, err);
     if (st != CT_OK)
         return st;
-    int same_optimizer = ck->optimizer == (uint32_t)net->cfg.train.optimizer;
-    for (int i = 0; i < net->n_replicas && st == CT_OK; i++) {
-        ct_graph *bound = &net->replicas[i].graph;
-        ct_device *dev = net->replicas[i].dev;
+    int same_optimizer = ck->optimizer == (uint32_t)run->cfg.train.optimizer;
+    for (int i = 0; i < run->n_replicas && st == CT_OK; i++) {
+        ct_graph *bound = &run->replicas[i].graph;
+        ct_device *dev = run->replicas[i].dev;
         st = upload_params(bound, ck->params, err);
         if (st == CT_OK && bound->state.count)
             st = dev->ops->upload(dev, bound->state.data, ck->state, ct_tensor_bytes(&bound->state), err);
@@ -187,20 +186,20 @@ ct_status ct_net_restore(ct_net *net, const ct_checkpoint *ck, const char *sourc
             st = upload_packed(dev, bound, &bound->opt_v, ck->v, err);
         /* the scaler continues where it was (exact resume); a checkpoint without one (fp32, bf16)
          * leaves the config's starting scaler. The growth interval is the config's. */
-        if (st == CT_OK && net->cfg.train.precision == CT_PREC_FP16 && ck->has_scaler) {
-            ct_scaler s = ct_train_scaler_start(&net->cfg.train);
+        if (st == CT_OK && run->cfg.train.precision == CT_PREC_FP16 && ck->has_scaler) {
+            ct_scaler s = ct_train_scaler_start(&run->cfg.train);
             s.scale = ck->loss_scale;
             s.clean_steps = ck->clean_steps;
             s.applied_steps = ck->applied_steps;
             s.skipped_steps = ck->skipped_steps;
-            if (s.growth_steps == 0 && net->cfg.train.loss_scale > 0)
-                s.scale = net->cfg.train.loss_scale;   /* a fixed scale is the config's */
-            st = net->replicas[i].be->ops->scaler_set(net->replicas[i].be, &s, err);
+            if (s.growth_steps == 0 && run->cfg.train.loss_scale > 0)
+                s.scale = run->cfg.train.loss_scale;   /* a fixed scale is the config's */
+            st = run->replicas[i].be->ops->scaler_set(run->replicas[i].be, &s, err);
         }
     }
     if (st == CT_OK) {
-        net->epoch = ck->epoch;
-        net->step = ck->step;
+        run->epoch = ck->epoch;
+        run->step = ck->step;
     }
     return st;
 }

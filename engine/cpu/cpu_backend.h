@@ -5,6 +5,7 @@
 
 #include "backend.h"
 #include "cpu/cpu_ops.h"
+#include "graph/layer.h"
 
 /* The backend's state (be->impl). workspace and scratch come from reserve. */
 typedef struct ct_cpu_state {

@@ -142,6 +142,24 @@ static void cpu_destroy(ct_device *d)
     free(d);
 }
 
+/* NVML watches no CPU. */
+static int cpu_pci_bus_id(const ct_device *d, char *buf, int n)
+{
+    (void)d;
+    if (n > 0)
+        buf[0] = '\0';
+    return 0;
+}
+
+/* The CPU's steps run on the calling thread: the host's clock around them is their busy time. */
+static ct_status cpu_step_timer_create(ct_device *d, ct_step_timer **out, ct_err *err)
+{
+    (void)d;
+    (void)err;
+    *out = NULL;
+    return CT_OK;
+}
+
 static const ct_device_ops cpu_device_ops = {
     .name = "cpu",
     .activate = cpu_nothing_to_do,
@@ -159,6 +177,8 @@ static const ct_device_ops cpu_device_ops = {
     .synchronize = cpu_nothing_to_do,
     .mark = cpu_mark,
     .elapsed = cpu_elapsed,
+    .pci_bus_id = cpu_pci_bus_id,
+    .step_timer_create = cpu_step_timer_create,   /* none: the other step_timer ops are never called */
     .destroy = cpu_destroy,
 };
 

@@ -295,7 +295,7 @@ static ct_status create_resources(ct_cuda *cu, ct_err *err)
     return CT_OK;
 }
 
-ct_status ct_cuda_backend_create(ct_backend **out, ct_device *dev, const ct_cuda_options *opt, ct_err *err)
+ct_status ct_cuda_backend_create(ct_backend **out, ct_device *dev, const ct_backend_options *opt, ct_err *err)
 {
     *out = NULL;
     if (!opt)

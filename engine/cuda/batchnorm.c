@@ -58,8 +58,6 @@ static ct_status bn_entry_make(ct_cuda *cu, const void *how, void *entry, ct_err
 
 static const ct_dnn_entry_type bn_entries = {sizeof(bn_entry), sizeof(bn_key), bn_entry_make, bn_entry_destroy};
 
-void ct_cuda_bn_cache_free(ct_cuda *cu) { ct_cuda_dnn_cache_free(&cu->bn, &bn_entries); }
-
 /* The checks both directions share, and the layer's cached descriptors. */
 static ct_status bn_prepare(ct_backend *be, const ct_layer *l, int n, bn_entry **e, ct_err *err)
 {

@@ -1,4 +1,4 @@
-/* NCCL's communicator (train/comm_nccl.h): one rank per local GPU, or one rank of a communicator
+/* NCCL's communicator (cuda/comm_nccl.h): one rank per local GPU, or one rank of a communicator
  * across processes.
  *
  * A rank's collectives run on its communication stream, forked from the compute stream by an
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "train/comm_nccl.h"
+#include "cuda/comm_nccl.h"
 
 #ifdef CUTRAIN_HAVE_NCCL
 

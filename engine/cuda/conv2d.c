@@ -206,8 +206,6 @@ static ct_status conv_entry_make(ct_cuda *cu, const void *how, void *entry, ct_e
 static const ct_dnn_entry_type conv_entries = {sizeof(conv_entry), sizeof(conv_key), conv_entry_make,
                                                conv_entry_destroy};
 
-void ct_cuda_conv_cache_free(ct_cuda *cu) { ct_cuda_dnn_cache_free(&cu->conv, &conv_entries); }
-
 /* The cached entry for the layer's shape at batch n, created (descriptors only) on a miss. */
 static ct_status conv_entry_get(ct_cuda *cu, const conv_geom *g, conv_entry **out, ct_err *err)
 {

@@ -113,9 +113,9 @@ ct_status ct_cuda_device_capability(int ordinal, int *major, int *minor, ct_err 
     return CT_OK;
 }
 
-ct_status ct_cuda_device_figures_get(int ordinal, ct_cuda_device_figures *out, ct_err *err)
+ct_status ct_cuda_device_figures_get(int ordinal, ct_gpu_figures *out, ct_err *err)
 {
-    *out = (ct_cuda_device_figures){0};
+    *out = (ct_gpu_figures){0};
     /* attributes, not cudaDeviceProp: CUDA 13 dropped the clock fields from the latter */
     const struct {
         enum cudaDeviceAttr attr;

@@ -1,13 +1,19 @@
-/* CUDA device discovery for the backend, `cutrain doctor` and the GPU tests, and a device's
- * compute stream for the tests. Declared without CUDA types, so callers need no CUDA headers;
- * built only with the CUDA backend (CUTRAIN_HAVE_CUDA). */
+/* The CUDA backend's entry points: its device and backend, device discovery (for the registry's
+ * row, cuda/registry.c, `cutrain doctor` and the GPU tests), and a device's compute stream for the
+ * tests. Declared without CUDA types, so callers need no CUDA headers; built only with the CUDA
+ * backend (CUTRAIN_HAVE_CUDA). Above the backends, the registry (registry.h) is the way in. */
 #ifndef CT_CUDA_DEVICE_H
 #define CT_CUDA_DEVICE_H
 
 #include <stddef.h>
 
 #include "base/status.h"
-#include "device.h"
+#include "registry.h"
+
+/* CUDA device `ordinal` (among the visible ones). */
+ct_status ct_cuda_device_create(ct_device **out, int ordinal, ct_err *err);
+/* The CUDA backend on dev, which must be a CUDA device (ct_cuda_device_create). */
+ct_status ct_cuda_backend_create(ct_backend **out, ct_device *dev, const ct_backend_options *opt, ct_err *err);
 
 /* Number of visible devices (CUDA_VISIBLE_DEVICES respected) into *count. A machine without a
  * GPU, or without a driver recent enough for this runtime, is not an error: CT_OK, *count = 0,
@@ -27,13 +33,8 @@ ct_status ct_cuda_pci_bus_id(int ordinal, char *buf, int n, ct_err *err);
 /* Compute capability of device `ordinal` (7.0 Volta: fp16 tensor cores; 8.0 Ampere: bf16). */
 ct_status ct_cuda_device_capability(int ordinal, int *major, int *minor, ct_err *err);
 
-/* What the launch-cost model (graph/launch_cost.h) needs of device `ordinal`: its name, SM
- * count, SM and memory clocks (kHz, peak), memory bus width (bits) and compute capability. */
-typedef struct ct_cuda_device_figures {
-    char name[96];
-    int sms, clock_khz, mem_clock_khz, bus_bits, major, minor;
-} ct_cuda_device_figures;
-ct_status ct_cuda_device_figures_get(int ordinal, ct_cuda_device_figures *out, ct_err *err);
+/* What the launch-cost model (graph/launch_cost.h) needs of device `ordinal` (registry.h). */
+ct_status ct_cuda_device_figures_get(int ordinal, ct_gpu_figures *out, ct_err *err);
 
 /* Whether a GPU of compute capability major.minor runs `precision` (fp16 from 7.0, bf16 from 8.0:
  * the tensor cores the half convolutions and products are chosen for): NULL when it does, else

@@ -1,6 +1,7 @@
 /* `cutrain doctor` on the CUDA build (cuda_doctor.c, with its checks in doctor_checks.c and
- * doctor_nccl.c and its report in doctor_report.c): ct_doctor (api/doctor.c) calls it. Declared
- * without CUDA types; built only with the CUDA backend (CUTRAIN_HAVE_CUDA). */
+ * doctor_nccl.c and its report in doctor_report.c): ct_doctor (api/doctor.c) calls it through the
+ * registry (cuda/registry.c). Declared without CUDA types; built only with the CUDA backend
+ * (CUTRAIN_HAVE_CUDA). */
 #ifndef CT_CUDA_DOCTOR_H
 #define CT_CUDA_DOCTOR_H
 

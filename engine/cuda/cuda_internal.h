@@ -20,6 +20,8 @@
 #include "kernels/kernels.h"
 #include "backend.h"
 #include "cuda/cuda_check.h"
+#include "cuda/cuda_device.h"
+#include "graph/layer.h"
 
 /* cuDNN's algorithm search may use this much workspace per convolution; cuBLASLt this much per
  * matrix product. Both live in the one shared workspace, layers run one at a time. */
@@ -44,6 +46,7 @@ ct_cuda_dev *ct_cuda_dev_of(ct_device *d);
 typedef struct ct_dnn_cache {
     void *items;
     int count, cap;
+    const struct ct_dnn_entry_type *type;   /* of its entries, from the first get: what frees them */
 } ct_dnn_cache;
 
 /* ---- backend.c ---- */
@@ -138,7 +141,7 @@ ct_status ct_cuda_matmul_dt(ct_cuda *cu, cublasOperation_t transa, cublasOperati
 
 /* ---- dnn.c: the cuDNN handle, and what conv2d.c and batchnorm.c share ---- */
 ct_status ct_cuda_dnn_init(ct_cuda *cu, ct_err *err);
-/* The caches' descriptors (conv2d.c, batchnorm.c), then the handle. */
+/* The caches' descriptors (cu->conv, cu->bn), then the handle. */
 void ct_cuda_dnn_free(ct_cuda *cu);
 /* cuDNN's legacy descriptors index with int: 1 when a * b * c * d <= INT_MAX. */
 int ct_cuda_dnn_fits_int(size_t a, size_t b, size_t c, size_t d);
@@ -151,13 +154,11 @@ typedef struct ct_dnn_entry_type {
     ct_status (*make)(ct_cuda *cu, const void *how, void *entry, ct_err *err);
     void (*release)(void *entry);
 } ct_dnn_entry_type;
-/* The entry of c for key, made on a miss; valid until the next call on c. */
+/* The entry of c for key, made on a miss; valid until the next call on c. A cache holds entries
+ * of one type, t, which it keeps to release them: ct_cuda_dnn_free frees every cache without
+ * knowing its users. */
 ct_status ct_cuda_dnn_cache_get(ct_cuda *cu, ct_dnn_cache *c, const ct_dnn_entry_type *t, const void *key,
                                 const void *how, void **out, ct_err *err);
-void ct_cuda_dnn_cache_free(ct_dnn_cache *c, const ct_dnn_entry_type *t);
-/* Each type's cache, released (conv2d.c, batchnorm.c). */
-void ct_cuda_conv_cache_free(ct_cuda *cu);
-void ct_cuda_bn_cache_free(ct_cuda *cu);
 
 /* ---- conv2d.c: the choice among cuDNN's measured convolution algorithms ---- */
 

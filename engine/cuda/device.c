@@ -7,6 +7,7 @@
 #include "cuda/cuda_device.h"
 
 #include "cuda/cuda_internal.h"
+#include "cuda/step_timer.h"
 
 static ct_cuda_dev *dev_of(ct_device *d) { return (ct_cuda_dev *)d->impl; }
 
@@ -229,6 +230,19 @@ static void cuda_destroy(ct_device *d)
     free(d);
 }
 
+static int cuda_pci_bus_id(const ct_device *d, char *buf, int n)
+{
+    ct_err ignored;
+    if (ct_cuda_pci_bus_id(d->ordinal, buf, n, &ignored) != CT_OK)
+        buf[0] = '\0';
+    return 1;
+}
+
+static ct_status cuda_step_timer_create(ct_device *d, ct_step_timer **out, ct_err *err)
+{
+    return ct_step_timer_create(dev_of(d)->compute, out, err);
+}
+
 static const ct_device_ops cuda_device_ops = {
     .name = "cuda",
     .activate = cuda_activate,
@@ -246,6 +260,12 @@ static const ct_device_ops cuda_device_ops = {
     .synchronize = cuda_synchronize,
     .mark = cuda_mark,
     .elapsed = cuda_elapsed,
+    .pci_bus_id = cuda_pci_bus_id,
+    .step_timer_create = cuda_step_timer_create,
+    .step_timer_begin = ct_step_timer_begin,
+    .step_timer_end = ct_step_timer_end,
+    .step_timer_total = ct_step_timer_total,
+    .step_timer_destroy = ct_step_timer_destroy,
     .destroy = cuda_destroy,
 };
 

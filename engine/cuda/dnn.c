@@ -15,12 +15,21 @@ ct_status ct_cuda_dnn_init(ct_cuda *cu, ct_err *err)
     return CT_OK;
 }
 
+/* Every entry, by its type's release. */
+static void cache_free(ct_dnn_cache *c)
+{
+    for (int i = 0; i < c->count; i++)
+        c->type->release((char *)c->items + (size_t)i * c->type->entry_size);
+    free(c->items);
+    *c = (ct_dnn_cache){NULL, 0, 0, NULL};
+}
+
 /* The descriptors first, then the handle they were used with; nothing useful to do with a
  * failure while releasing. */
 void ct_cuda_dnn_free(ct_cuda *cu)
 {
-    ct_cuda_conv_cache_free(cu);
-    ct_cuda_bn_cache_free(cu);
+    cache_free(&cu->conv);
+    cache_free(&cu->bn);
     if (cu->dnn) {
         cudnnDestroy(cu->dnn);
         cu->dnn = NULL;
@@ -63,6 +72,7 @@ ct_status ct_cuda_dnn_cache_get(ct_cuda *cu, ct_dnn_cache *c, const ct_dnn_entry
             return CT_OK;
         }
     }
+    c->type = t;
     ct_status st = grow(c, t->entry_size, err);
     if (st != CT_OK)
         return st;
@@ -77,12 +87,4 @@ ct_status ct_cuda_dnn_cache_get(ct_cuda *cu, ct_dnn_cache *c, const ct_dnn_entry
     c->count++;
     *out = e;
     return CT_OK;
-}
-
-void ct_cuda_dnn_cache_free(ct_dnn_cache *c, const ct_dnn_entry_type *t)
-{
-    for (int i = 0; i < c->count; i++)
-        t->release((char *)c->items + (size_t)i * t->entry_size);
-    free(c->items);
-    *c = (ct_dnn_cache){NULL, 0, 0};
 }

@@ -3,7 +3,6 @@
 #include <stdlib.h>
 
 #include "cuda/cuda_check.h"
-#include "cuda/cuda_device.h"
 
 /* More steps than the device can be behind the host: the input ring and the metrics reads keep it
  * within a few, so a pair is done by the time the ring comes back to it. */
@@ -37,14 +36,14 @@ static ct_status harvest(ct_step_timer *t, int i, int wait, ct_err *err)
     return CT_OK;
 }
 
-ct_status ct_step_timer_create(ct_device *d, ct_step_timer **out, ct_err *err)
+ct_status ct_step_timer_create(void *stream, ct_step_timer **out, ct_err *err)
 {
     *out = NULL;
     ct_step_timer *t = calloc(1, sizeof *t);
     if (!t)
         return ct_fail(err, CT_ERR_NOMEM, "out of memory for the step timer");
-    t->stream = (cudaStream_t)ct_cuda_device_stream(d);
-    ct_status st = t->stream ? CT_OK : ct_fail(err, CT_ERR_USAGE, "the step timer needs a CUDA device");
+    t->stream = (cudaStream_t)stream;
+    ct_status st = t->stream ? CT_OK : ct_fail(err, CT_ERR_USAGE, "the step timer needs a CUDA device's stream");
     int made = 0;           /* pairs created */
     while (st == CT_OK && made < PAIRS) {
         st = CT_CUDA_STATUS(cudaEventCreate(&t->start[made]), err);

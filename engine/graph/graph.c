@@ -381,7 +381,7 @@ ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt
     ct_status st = bind_layers(g, err);
     if (st == CT_OK) {
         size_t workspace, scratch;
-        ct_backend_sizes(be, g, batch, &workspace, &scratch);
+        ct_graph_backend_sizes(g, be, batch, &workspace, &scratch);
         st = be->ops->reserve(be, workspace, scratch, ct_tensor_bytes(&g->x), ct_tensor_bytes(&g->labels), err);
         g->allocated += workspace + scratch;
     }

@@ -5,6 +5,7 @@
 #define CT_GRAPH_H
 
 #include "backend.h"
+#include "graph/layer.h"
 
 typedef struct ct_graph {
     ct_layer *layers;
@@ -66,6 +67,10 @@ void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer op
  * own buffers and the pool's rounding (plan->backend, plan->padding, into total and uint8). Called
  * by ct_graph_plan, once the rest of the plan (plan->gradients among it) is filled. */
 void ct_graph_plan_allocator(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan);
+
+/* What backend be needs for network g at batch (its reserve): the largest per-layer workspace its
+ * layer ops ask for and the largest layer output (the scratch), in bytes. */
+void ct_graph_backend_sizes(const ct_graph *g, ct_backend *be, int batch, size_t *workspace, size_t *scratch);
 
 /* The largest multiple of 8, at most batch_max, whose plan takes at most `budget` bytes; 0 when
  * batch 8 does not fit (or batch_max < 8). */

@@ -121,7 +121,8 @@ static inline int ct_layer_keeps_preactivation(const ct_layer *l)
     return l->def->fused_activation && ct_activation_grad_needs_input(l->act);
 }
 
-/* Shared by dense and conv2d: `bias = on|off` and `init = auto|he|glorot`. */
+/* What the types with parameters share (layers/params.c). Dense and conv2d: `bias = on|off` and
+ * `init = auto|he|glorot`. */
 extern const struct ct_key_table ct_weight_keys;
 /* Shared by dense, conv2d and batchnorm (the types with parameters): `dtype = auto | fp32`. */
 extern const struct ct_key_table ct_dtype_keys;

@@ -144,7 +144,7 @@ void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer op
      * activations' type (the half type in a mixed-precision run) */
     plan->gradients = ct_graph_grad_layout(g, batch, NULL);
     by[g->half] += plan->gradients;
-    ct_backend_sizes(be, g, batch, &workspace, &scratch);
+    ct_graph_backend_sizes(g, be, batch, &workspace, &scratch);
     plan->workspace = workspace + scratch;
     by[CT_DTYPE_U8] += plan->workspace;
     plan->total = plan->params + plan->params_half + plan->optimizer + plan->state + plan->inputs + plan->activations +

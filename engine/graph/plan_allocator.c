@@ -34,7 +34,7 @@ void ct_graph_plan_allocator(const ct_graph *g, ct_backend *be, int batch, ct_op
             padding += pad(aux_bytes(l, batch));
     }
     /* the backend's reserve */
-    ct_backend_sizes(be, g, batch, &workspace, &scratch);
+    ct_graph_backend_sizes(g, be, batch, &workspace, &scratch);
     padding += pad(workspace) + pad(scratch);
     plan->padding = padding;
     plan->backend = be->ops->own_bytes ? be->ops->own_bytes(be, x_bytes, y_bytes) : 0;

@@ -17,8 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/handle.h"
 #include "base/clock.h"
+#include "train/batch_search.h"
+#include "train/memory.h"
+#include "train/optim.h"
 
 enum {
     WARMUP_STEPS = 2,      /* the first step of a shape runs directly, the second is captured */
@@ -35,33 +37,18 @@ static const char *const mode_names[] = {"fixed", "max", "auto"};
 
 static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
-ct_status ct_memory_budget(const ct_train_config *t, ct_device *dev, size_t *budget, size_t *cap, ct_err *err)
+static size_t plan_total(ct_run *run, ct_backend *be, int batch, ct_memory_plan *p)
 {
-    size_t room = 0, total = 0;
-    *cap = t->memory == CT_MEMORY_LIMIT ? (size_t)t->memory_limit_mib << 20 : 0;
-    if (*cap) {
-        room = *cap;
-    } else {
-        ct_status st = dev->ops->memory(dev, &room, &total, err);
-        if (st != CT_OK)
-            return st;
-    }
-    *budget = (size_t)((double)room * (1.0 - (double)t->memory_margin));
-    return CT_OK;
-}
-
-static size_t plan_total(ct_net *net, ct_backend *be, int batch, ct_memory_plan *p)
-{
-    ct_graph_plan(&net->graph, be, batch, net->cfg.train.optimizer, p);
+    ct_graph_plan(&run->graph, be, batch, run->cfg.train.optimizer, p);
     return p->total;
 }
 
 /* The largest batch whose plan fits: a multiple of 8, or batch_max itself below 8. */
-static int largest_fitting(ct_net *net, ct_backend *be, size_t budget, int batch_max)
+static int largest_fitting(ct_run *run, ct_backend *be, size_t budget, int batch_max)
 {
-    int b = ct_graph_max_batch(&net->graph, be, net->cfg.train.optimizer, budget, batch_max);
+    int b = ct_graph_max_batch(&run->graph, be, run->cfg.train.optimizer, budget, batch_max);
     ct_memory_plan p;
-    if (b == 0 && batch_max < 8 && plan_total(net, be, batch_max, &p) <= budget)
+    if (b == 0 && batch_max < 8 && plan_total(run, be, batch_max, &p) <= budget)
         b = batch_max;
     return b;
 }
@@ -78,21 +65,21 @@ static ct_batch_trial *add_trial(ct_batch_search *s, ct_batch_trial *spare, int 
 
 /* "[train] batch = max: <detail>" at the batch line (the section's when it came from --set):
  * where the search was asked for. */
-static ct_status fail_batch(ct_net *net, ct_status status, const char *detail)
+static ct_status fail_batch(ct_run *run, ct_status status, const char *detail)
 {
-    const ct_train_config *t = &net->cfg.train;
+    const ct_train_config *t = &run->cfg.train;
     int line = t->batch_line > 0 ? t->batch_line : t->line;
-    return ct_fail_at(&net->err, status, net->cfg.file, line, "[train] batch = %s: %s", mode_names[t->batch_mode],
+    return ct_fail_at(&run->err, status, run->cfg.file, line, "[train] batch = %s: %s", mode_names[t->batch_mode],
                       detail);
 }
 
 /* Batch 8 (or batch_max below it) does not fit the budget. */
-static ct_status too_small(ct_net *net, ct_replica *r, size_t budget, size_t cap, int batch_max)
+static ct_status too_small(ct_run *run, ct_replica *r, size_t budget, size_t cap, int batch_max)
 {
-    const ct_train_config *t = &net->cfg.train;
+    const ct_train_config *t = &run->cfg.train;
     int b = batch_max < 8 ? batch_max : 8;
     ct_memory_plan p;
-    plan_total(net, r->be, b, &p);
+    plan_total(run, r->be, b, &p);
     char detail[600];
     int used = snprintf(detail, sizeof detail,
                         "batch %d needs %.1f MiB (parameters and gradients %.1f, optimizer %.1f, activations %.1f, "
@@ -105,49 +92,49 @@ static ct_status too_small(ct_net *net, ct_replica *r, size_t budget, size_t cap
         snprintf(detail + used, sizeof detail - (size_t)used,
                  ", more than memory = limit:%ld less memory_margin %.0f%% leaves (%.1f MiB); raise the limit to "
                  "at least limit:%ld", t->memory_limit_mib, 100.0 * t->memory_margin, mib(budget), need);
-        return fail_batch(net, CT_ERR_CONFIG, detail);
+        return fail_batch(run, CT_ERR_CONFIG, detail);
     }
     snprintf(detail + used, sizeof detail - (size_t)used,
              ", more than the %.1f MiB %s device %d has free less memory_margin %.0f%%; free memory on the device "
              "or use a smaller network", mib(budget), r->dev->ops->name, r->dev->ordinal, 100.0 * t->memory_margin);
-    return fail_batch(net, CT_ERR_NOMEM, detail);
+    return fail_batch(run, CT_ERR_NOMEM, detail);
 }
 
 /* Submits the first `batch` training samples (wrapping round a small set), unaugmented: real
  * images for the steps to work on. */
-static ct_status stage(ct_net *net, ct_replica *r, int batch, ct_err *err)
+static ct_status stage(ct_run *run, ct_replica *r, int batch, ct_err *err)
 {
     long *idx = malloc((size_t)batch * sizeof *idx);
     if (!idx)
         return ct_fail(err, CT_ERR_NOMEM, "out of memory for a %d-sample batch", batch);
     for (int i = 0; i < batch; i++)
-        idx[i] = i % net->train.count;
-    ct_status st = ct_train_stage_batch(net, r, &net->train, idx, batch, 0, 0, err);
+        idx[i] = i % run->train.count;
+    ct_status st = ct_train_stage_batch(run, r, &run->train, idx, batch, 0, 0, err);
     free(idx);
     return st;
 }
 
-static ct_status run_steps(ct_net *net, int batch, int steps, ct_err *err)
+static ct_status run_steps(ct_run *run, int batch, int steps, ct_err *err)
 {
-    float lr = (float)(net->cfg.train.learning_rate * ct_lr_factor(&net->cfg.train, batch));
+    float lr = (float)(run->cfg.train.learning_rate * ct_lr_factor(&run->cfg.train, batch));
     ct_status st = CT_OK;
     for (int i = 0; i < steps && st == CT_OK; i++)
-        st = ct_train_step(net, batch, lr, err);
+        st = ct_train_step(run, batch, lr, err);
     return st;
 }
 
 /* Binds replica 0 at `batch`, runs the real train step on a real batch (warm-up, then `timed` steps
  * between two timing marks, again for longer when that was too short to time), unbinds. *ips: the
  * timed images per second. */
-static ct_status try_batch(ct_net *net, ct_replica *r, int batch, int timed, double *ips, ct_err *err)
+static ct_status try_batch(ct_run *run, ct_replica *r, int batch, int timed, double *ips, ct_err *err)
 {
-    const ct_train_config *t = &net->cfg.train;
+    const ct_train_config *t = &run->cfg.train;
     ct_device *dev = r->dev;
     size_t limit = t->memory == CT_MEMORY_LIMIT ? (size_t)t->memory_limit_mib << 20 : 0;
     double ms = 0.0;
     int n = timed;
     *ips = -1.0;
-    ct_status st = ct_replica_bind(r, &net->cfg, net->graph.input, net->graph.classes, batch, t->seed, limit, err);
+    ct_status st = ct_replica_bind(r, &run->cfg, run->graph.input, run->graph.classes, batch, t->seed, limit, err);
     if (st != CT_OK)
         return st;
     /* fp16 steps unscale their gradients: a fresh binding needs the scaler the run starts with */
@@ -156,13 +143,13 @@ static ct_status try_batch(ct_net *net, ct_replica *r, int batch, int timed, dou
         st = r->be->ops->scaler_set(r->be, &s, err);
     }
     if (st == CT_OK)
-        st = stage(net, r, batch, err);
+        st = stage(run, r, batch, err);
     if (st == CT_OK)
-        st = run_steps(net, batch, WARMUP_STEPS, err);
+        st = run_steps(run, batch, WARMUP_STEPS, err);
     for (int round = 0; round < 2 && st == CT_OK; round++) {
         st = dev->ops->mark(dev, 0, err);
         if (st == CT_OK)
-            st = run_steps(net, batch, n, err);
+            st = run_steps(run, batch, n, err);
         if (st == CT_OK)
             st = dev->ops->mark(dev, 1, err);
         if (st == CT_OK)
@@ -182,22 +169,22 @@ static ct_status try_batch(ct_net *net, ct_replica *r, int batch, int timed, dou
     return st;
 }
 
-static ct_status search_max(ct_net *net, ct_replica *r, size_t budget, size_t cap, int batch_max, int *out)
+static ct_status search_max(ct_run *run, ct_replica *r, size_t budget, size_t cap, int batch_max, int *out)
 {
-    ct_batch_search *s = &net->search;
-    ct_err *err = &net->err;
+    ct_batch_search *s = &run->search;
+    ct_err *err = &run->err;
     ct_batch_trial spare;
     ct_memory_plan p;
-    int b = largest_fitting(net, r->be, budget, batch_max);
+    int b = largest_fitting(run, r->be, budget, batch_max);
     if (b == 0)
-        return too_small(net, r, budget, cap, batch_max);
-    if (b + 8 <= batch_max && plan_total(net, r->be, b + 8, &p) > budget)
+        return too_small(run, r, budget, cap, batch_max);
+    if (b + 8 <= batch_max && plan_total(run, r->be, b + 8, &p) > budget)
         add_trial(s, &spare, b + 8, 0, -1.0, p.total, "plan over the budget");
     int backoffs = 0;
     for (;;) {
         double ips = -1.0;
-        size_t plan = plan_total(net, r->be, b, &p);
-        ct_status st = try_batch(net, r, b, CONFIRM_STEPS, &ips, err);
+        size_t plan = plan_total(run, r->be, b, &p);
+        ct_status st = try_batch(run, r, b, CONFIRM_STEPS, &ips, err);
         if (st == CT_OK) {
             add_trial(s, &spare, b, 1, ips, plan, "chosen");
             *out = b;
@@ -243,16 +230,16 @@ static int auto_candidates(const ct_train_config *t, int max_b, int *c)
     return n;
 }
 
-static ct_status search_auto(ct_net *net, ct_replica *r, size_t budget, size_t cap, int batch_max, int *out)
+static ct_status search_auto(ct_run *run, ct_replica *r, size_t budget, size_t cap, int batch_max, int *out)
 {
-    const ct_train_config *t = &net->cfg.train;
-    ct_batch_search *s = &net->search;
-    ct_err *err = &net->err;
+    const ct_train_config *t = &run->cfg.train;
+    ct_batch_search *s = &run->search;
+    ct_err *err = &run->err;
     ct_batch_trial spare;
     ct_memory_plan p;
-    int max_b = largest_fitting(net, r->be, budget, batch_max);
+    int max_b = largest_fitting(run, r->be, budget, batch_max);
     if (max_b == 0)
-        return too_small(net, r, budget, cap, batch_max);
+        return too_small(run, r, budget, cap, batch_max);
     int cand[CT_BATCH_TRIALS];
     int n_cand = auto_candidates(t, max_b, cand);
     double started = ct_clock_seconds(), best = 0.0;
@@ -260,7 +247,7 @@ static ct_status search_auto(ct_net *net, ct_replica *r, size_t budget, size_t c
     const char *stop = "every candidate was measured";
     for (int i = 0; i < n_cand; i++) {
         int b = cand[i];
-        size_t plan = plan_total(net, r->be, b, &p);
+        size_t plan = plan_total(run, r->be, b, &p);
         if (b > max_b) {
             add_trial(s, &spare, b, 0, -1.0, plan, b > batch_max ? "over batch_max" : "plan over the budget");
             continue;
@@ -270,7 +257,7 @@ static ct_status search_auto(ct_net *net, ct_replica *r, size_t budget, size_t c
             break;
         }
         double ips = -1.0;
-        ct_status st = try_batch(net, r, b, TIMED_STEPS, &ips, err);
+        ct_status st = try_batch(run, r, b, TIMED_STEPS, &ips, err);
         if (st == CT_ERR_NOMEM) {
             /* larger candidates would fail too */
             add_trial(s, &spare, b, 0, -1.0, plan, "allocation failed");
@@ -314,21 +301,21 @@ static ct_status search_auto(ct_net *net, ct_replica *r, size_t budget, size_t c
  * gradients, the optimizer state, the backend's own buffers) is a config error at the memory line,
  * whatever the batch: no batch could train, and the message says the least limit that trains
  * batch 8 less the margin. */
-static ct_status check_cap(ct_net *net, ct_backend *be)
+static ct_status check_cap(ct_run *run, ct_backend *be)
 {
-    const ct_train_config *t = &net->cfg.train;
+    const ct_train_config *t = &run->cfg.train;
     if (t->memory != CT_MEMORY_LIMIT)
         return CT_OK;
     ct_memory_plan none, eight;
-    plan_total(net, be, 0, &none);
+    plan_total(run, be, 0, &none);
     size_t fixed = none.params + none.params_half + none.optimizer + none.state + none.backend;
     size_t cap = (size_t)t->memory_limit_mib << 20;
     if (fixed <= cap)
         return CT_OK;
-    plan_total(net, be, 8, &eight);
+    plan_total(run, be, 8, &eight);
     double keep = 1.0 - (double)t->memory_margin;
     long need = (long)ceil(mib(eight.total) / (keep > 0 ? keep : 1.0));
-    return ct_fail_at(&net->err, CT_ERR_CONFIG, net->cfg.file, t->memory_line > 0 ? t->memory_line : t->line,
+    return ct_fail_at(&run->err, CT_ERR_CONFIG, run->cfg.file, t->memory_line > 0 ? t->memory_line : t->line,
                       "[train] memory = limit:%ld MiB is below what the network needs before any batch: %.1f MiB "
                       "(parameters and gradients %.1f, half copy %.1f, optimizer %.1f, state %.1f, backend %.1f); "
                       "batch 8 trains from limit:%ld",
@@ -336,14 +323,14 @@ static ct_status check_cap(ct_net *net, ct_backend *be)
                       mib(none.state), mib(none.backend), need);
 }
 
-ct_status ct_batch_resolve(ct_net *net, int *batch)
+ct_status ct_batch_resolve(ct_run *run, int *batch)
 {
-    const ct_train_config *t = &net->cfg.train;
-    ct_batch_search *s = &net->search;
+    const ct_train_config *t = &run->cfg.train;
+    ct_batch_search *s = &run->search;
     memset(s, 0, sizeof *s);
     s->mode = mode_names[t->batch_mode];
-    if (!net->inference && net->n_replicas) {
-        ct_status st = check_cap(net, net->replicas[0].be);
+    if (!run->inference && run->n_replicas) {
+        ct_status st = check_cap(run, run->replicas[0].be);
         if (st != CT_OK)
             return st;
     }
@@ -351,56 +338,28 @@ ct_status ct_batch_resolve(ct_net *net, int *batch)
         *batch = s->batch = t->batch;
         return CT_OK;
     }
-    if (net->inference)
-        return fail_batch(net, CT_ERR_CONFIG, "it finds a training batch by measuring training steps, which "
+    if (run->inference)
+        return fail_batch(run, CT_ERR_CONFIG, "it finds a training batch by measuring training steps, which "
                                               "evaluation and prediction do not take; give them a number (batch = "
                                               "N, or --batch N)");
-    ct_train_apply_threads(net);
+    ct_train_apply_threads(run);
     /* one device trains until mirrored data parallelism lands: its budget is every device's */
-    ct_replica *r = &net->replicas[0];
+    ct_replica *r = &run->replicas[0];
     size_t budget = 0, cap = 0;
-    ct_status st = ct_memory_budget(t, r->dev, &budget, &cap, &net->err);
+    ct_status st = ct_memory_budget(t, r->dev, &budget, &cap, &run->err);
     if (st != CT_OK)
         return st;
     s->budget = (long long)budget;
-    long count = net->train.count > 0 ? net->train.count : UNBOUNDED_BATCH;
+    long count = run->train.count > 0 ? run->train.count : UNBOUNDED_BATCH;
     int batch_max = t->batch_max ? t->batch_max : (int)(count < INT_MAX ? count : INT_MAX);
-    long step = net->step;
+    long step = run->step;
     int found = 0;
-    st = t->batch_mode == CT_BATCH_MAX ? search_max(net, r, budget, cap, batch_max, &found)
-                                       : search_auto(net, r, budget, cap, batch_max, &found);
+    st = t->batch_mode == CT_BATCH_MAX ? search_max(run, r, budget, cap, batch_max, &found)
+                                       : search_auto(run, r, budget, cap, batch_max, &found);
     /* the trials' steps leave no trace: the run counts (and seeds dropout) from its own first step */
-    net->step = step;
+    run->step = step;
     if (st != CT_OK)
         return st;
     *batch = s->batch = found;
     return CT_OK;
-}
-
-ct_status ct_oom_explain(ct_net *net, ct_status st)
-{
-    if (st != CT_ERR_NOMEM || !net->n_replicas || !net->graph_built)
-        return st;
-    ct_replica *r = &net->replicas[0];
-    const ct_train_config *t = &net->cfg.train;
-    ct_memory_plan p;
-    int batch = net->batch > 0 ? net->batch : t->batch;
-    plan_total(net, r->be, batch, &p);
-    char extra[400];
-    ct_err ignored;
-    size_t budget = 0, cap = 0;
-    int known = ct_memory_budget(t, r->dev, &budget, &cap, &ignored) == CT_OK;
-    int n = snprintf(extra, sizeof extra, " [training on %s at batch %d, plan %.1f MiB", r->dev->label, batch,
-                     mib(p.total));
-    if (known && n > 0 && (size_t)n < sizeof extra)
-        n += snprintf(extra + n, sizeof extra - (size_t)n, ", budget %.1f MiB (%s less memory_margin)", mib(budget),
-                      cap ? "the limit: cap" : "free memory");
-    if (n > 0 && (size_t)n < sizeof extra)
-        snprintf(extra + n, sizeof extra - (size_t)n, "%s]", t->batch_mode == CT_BATCH_FIXED
-                                                                 ? "; batch = max finds the largest batch that fits"
-                                                                 : "");
-    size_t used = strlen(net->err.msg);
-    if (used < sizeof net->err.msg - 1)
-        snprintf(net->err.msg + used, sizeof net->err.msg - used, "%s", extra);
-    return st;
 }

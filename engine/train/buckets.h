@@ -7,7 +7,7 @@
 #define CT_BUCKETS_H
 
 #include "graph/graph.h"
-#include "train/comm.h"
+#include "comm.h"
 #include "train/trace.h"
 
 typedef struct ct_bucket_reduce {

@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "base/clock.h"
-#include "train/comm.h"
+#include "train/comms.h"
 
 typedef struct local_comm {
     int size;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/comm.h"
+#include "train/comms.h"
 #include "train/world.h"
 
 typedef struct mpi_comm {

@@ -1,7 +1,7 @@
 /* One replica: its gradients are already the mean and its parameters already root's. */
 #include <stdlib.h>
 
-#include "train/comm.h"
+#include "train/comms.h"
 
 static ct_status single_all_reduce_mean(ct_comm *c, int rank, ct_backend *be, ct_tensor *t, int samples,
                                         ct_err *err)

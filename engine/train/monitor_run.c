@@ -1,30 +1,19 @@
 /* The monitor of a training run: the GPUs its replicas train on, matched to NVML by PCI bus id. */
-#include <string.h>
-
-#include "api/handle.h"
 #include "train/monitor.h"
-#ifdef CUTRAIN_HAVE_CUDA
-#include "cuda/cuda_device.h"
-#endif
+#include "train/run.h"
 
 enum { MAX_WATCHED = 64 };
 
-ct_monitor *ct_run_monitor_start(ct_net *net)
+ct_monitor *ct_run_monitor_start(const ct_run *run)
 {
     ct_monitor_gpu gpus[MAX_WATCHED];
     char bus_ids[MAX_WATCHED][32];
     int n = 0;
-    for (int i = 0; i < net->n_replicas && n < MAX_WATCHED; i++) {
-        const ct_device *dev = net->replicas[i].dev;
-        if (strcmp(dev->ops->name, "cuda") != 0)
-            continue;
-        bus_ids[n][0] = '\0';
-#ifdef CUTRAIN_HAVE_CUDA
-        ct_err ignored;
+    for (int i = 0; i < run->n_replicas && n < MAX_WATCHED; i++) {
+        const ct_device *dev = run->replicas[i].dev;
         /* without a bus id, NVML's index is CUDA's ordinal when no device is hidden */
-        if (ct_cuda_pci_bus_id(dev->ordinal, bus_ids[n], (int)sizeof bus_ids[n], &ignored) != CT_OK)
-            bus_ids[n][0] = '\0';
-#endif
+        if (!dev->ops->pci_bus_id(dev, bus_ids[n], (int)sizeof bus_ids[n]))
+            continue;
         gpus[n] = (ct_monitor_gpu){bus_ids[n], dev->ordinal};
         n++;
     }

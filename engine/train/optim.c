@@ -2,7 +2,7 @@
  * moves smoothly within an epoch (cosine) or jumps at epoch boundaries (step). */
 #include <math.h>
 
-#include "api/handle.h"
+#include "train/optim.h"
 
 #define CT_PI 3.14159265358979323846
 

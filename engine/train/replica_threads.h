@@ -4,7 +4,7 @@
 #ifndef CT_REPLICA_THREADS_H
 #define CT_REPLICA_THREADS_H
 
-#include "train/comm.h"
+#include "comm.h"
 
 typedef struct ct_replica_threads ct_replica_threads;
 

@@ -1,72 +1,49 @@
 /* On a GPU the step is enqueued, not run, under the host's clock: the host's view puts the
  * device's work where the host waits for it (the next batch's copy slot, the metrics read), so
  * "compute" there is the loop's time less the input wait, the copies' and the all-reduce's
- * enqueueing. The device's own view is device_busy: CUDA events around each step on the compute
- * stream (cuda/step_timer.c), the share of the loop the GPU spent running steps. */
+ * enqueueing. The device's own view is device_busy: its step timer around each step (device.h;
+ * CUDA events on the compute stream), the share of the loop the GPU spent running steps. */
 #include "train/time_split.h"
 
 #include <stdio.h>
-#include <string.h>
-
-#ifdef CUTRAIN_HAVE_CUDA
-#include "cuda/step_timer.h"
-#endif
 
 void ct_time_acc_open(ct_time_acc *a, ct_device *dev)
 {
-    *a = (ct_time_acc){.device_busy = -1.0};
-#ifdef CUTRAIN_HAVE_CUDA
+    *a = (ct_time_acc){.device_busy = -1.0, .dev = dev};
     ct_err ignored;
-    if (strcmp(dev->ops->name, "cuda") == 0 && ct_step_timer_create(dev, &a->timer, &ignored) != CT_OK)
+    if (dev->ops->step_timer_create(dev, &a->timer, &ignored) != CT_OK)
         a->timer = NULL;
-#else
-    (void)dev;
-#endif
 }
 
-#ifdef CUTRAIN_HAVE_CUDA
 /* A timer that fails stops timing; the training's own checks report a failing device. */
 static void stop_timer(ct_time_acc *a)
 {
-    ct_step_timer_destroy(a->timer);
+    a->dev->ops->step_timer_destroy(a->timer);
     a->timer = NULL;
 }
-#endif
 
 void ct_time_acc_step_begin(ct_time_acc *a)
 {
-#ifdef CUTRAIN_HAVE_CUDA
     ct_err ignored;
-    if (a->timer && ct_step_timer_begin(a->timer, &ignored) != CT_OK)
+    if (a->timer && a->dev->ops->step_timer_begin(a->timer, &ignored) != CT_OK)
         stop_timer(a);
-#else
-    (void)a;
-#endif
 }
 
 void ct_time_acc_step_end(ct_time_acc *a)
 {
-#ifdef CUTRAIN_HAVE_CUDA
     ct_err ignored;
-    if (a->timer && ct_step_timer_end(a->timer, &ignored) != CT_OK)
+    if (a->timer && a->dev->ops->step_timer_end(a->timer, &ignored) != CT_OK)
         stop_timer(a);
-#else
-    (void)a;
-#endif
 }
 
 void ct_time_acc_close(ct_time_acc *a)
 {
-#ifdef CUTRAIN_HAVE_CUDA
     ct_err ignored;
     double seconds = 0.0;
-    if (a->timer && ct_step_timer_total(a->timer, &seconds, &ignored) == CT_OK)
+    if (a->timer && a->dev->ops->step_timer_total(a->timer, &seconds, &ignored) == CT_OK)
         a->device_busy = seconds;
     if (a->timer)
         stop_timer(a);
-#else
-    (void)a;
-#endif
 }
 
 static double share(double seconds, double wall)

@@ -12,11 +12,12 @@
 typedef struct ct_time_acc {
     double input_wait, copy, compute, comm;
     double device_busy;          /* the compute stream's time in steps; negative: unknown */
-    struct ct_step_timer *timer; /* on a GPU: CUDA events around each step of replica 0 */
+    ct_device *dev;              /* replica 0's, whose step timer times the steps */
+    ct_step_timer *timer;        /* its step timer; NULL where it has none (the CPU) or it failed */
 } ct_time_acc;
 
-/* Starts an epoch's accumulation on replica 0's device: a step timer on a CUDA device (device_busy
- * stays unknown elsewhere, and where the timer fails: the split only watches). */
+/* Starts an epoch's accumulation on replica 0's device: its step timer where it has one
+ * (device_busy stays unknown elsewhere, and where the timer fails: the split only watches). */
 void ct_time_acc_open(ct_time_acc *a, ct_device *dev);
 /* Around each train step, on the thread that enqueues it. */
 void ct_time_acc_step_begin(ct_time_acc *a);

@@ -83,7 +83,7 @@ ct_status ct_world_broadcast(ct_world *w, void *buf, size_t bytes, int root, con
 
 void ct_world_close(ct_world *w) { (void)w; }
 
-void ct_process_abort(int code) { (void)code; }
+void ct_world_abort_process(int code) { (void)code; }
 
 #else
 
@@ -324,7 +324,7 @@ void ct_world_close(ct_world *w)
     if (!w)
         return;
     /* after a failure, requests may still be pending on the communicator and its buffers: both
-     * are left for the process's end, which a failure calls for (ct_process_abort) */
+     * are left for the process's end, which a failure calls for (ct_world_abort_process) */
     if (!w->broken) {
         int ended = 0;
         MPI_Finalized(&ended);
@@ -336,7 +336,7 @@ void ct_world_close(ct_world *w)
     }
 }
 
-void ct_process_abort(int code)
+void ct_world_abort_process(int code)
 {
     int started = 0, ended = 0;
     MPI_Initialized(&started);
@@ -346,9 +346,3 @@ void ct_process_abort(int code)
 }
 
 #endif
-
-void ct_process_world(int *rank, int *size)
-{
-    int local;
-    ct_world_launcher(rank, size, &local);
-}

@@ -6,8 +6,8 @@
  * MPI has no timeout of its own: every exchange here is nonblocking point-to-point polled against
  * a deadline of comm_timeout seconds, so a peer that died, was stopped or never joined ends the
  * wait with an error naming it. After such an error the world is broken: every later exchange
- * fails at once, and the process should end (ct_process_abort), which makes the launcher stop
- * the others. */
+ * fails at once, and the process should end (ct_world_abort_process), which makes the launcher
+ * stop the others. */
 #ifndef CT_WORLD_H
 #define CT_WORLD_H
 
@@ -43,5 +43,8 @@ ct_status ct_world_broadcast(ct_world *w, void *buf, size_t bytes, int root, con
 int ct_world_broken(const ct_world *w);
 /* Frees the communicator (MPI itself stays up until exit). NULL is fine. */
 void ct_world_close(ct_world *w);
+/* Ends every process of the launch (MPI_Abort) when MPI is running in this one; nothing
+ * otherwise, or in a build without MPI (ct_process_abort). */
+void ct_world_abort_process(int code);
 
 #endif

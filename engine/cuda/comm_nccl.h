@@ -1,5 +1,6 @@
-/* NCCL's communicator (engine/cuda/comm_nccl.c; built with CUDA, working with NCCL: built without
- * it, every entry point fails saying so).
+/* NCCL's communicator (comm_nccl.c; built with CUDA, working with NCCL: built without it, every
+ * entry point fails saying so). Above the backends it is opened through the registry
+ * (registry.h, the CUDA row in cuda/registry.c).
  *
  * Each rank reduces on a communication stream of its own: all_reduce_mean forks it from the
  * compute stream by an event (so a bucket's reduction overlaps the rest of backward), join makes
@@ -10,7 +11,7 @@
 #ifndef CT_COMM_NCCL_H
 #define CT_COMM_NCCL_H
 
-#include "train/comm.h"
+#include "comm.h"
 
 enum { CT_NCCL_ID_BYTES = 128 };  /* sizeof (ncclUniqueId) */
 

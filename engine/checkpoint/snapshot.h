@@ -1,0 +1,15 @@
+/* A run's state as a checkpoint and back (snapshot.c): parameters, optimizer moments, batch-norm
+ * running statistics and the training position. */
+#ifndef CT_SNAPSHOT_H
+#define CT_SNAPSHOT_H
+
+#include "checkpoint/checkpoint.h"
+#include "train/run.h"
+
+/* The run's state into a checkpoint, replica 0's (the replicas agree). */
+ct_status ct_run_snapshot(ct_run *run, double test_accuracy, ct_checkpoint *ck, ct_err *err);
+/* Back into every replica, after checking every layer's name, type and shape against the config;
+ * `source` names the checkpoint in messages. */
+ct_status ct_run_restore(ct_run *run, const ct_checkpoint *ck, const char *source, ct_err *err);
+
+#endif
