@@ -1,4 +1,4 @@
-/* The input pipeline's host side (engine/README.md, "Input pipeline"): a pool of worker threads that
+/* The input pipeline's host side (docs/architecture.md, "Input pipeline"): a pool of worker threads that
  * assemble whole batches, in order, into a ring of host buffers, and the naive mode that does the
  * same on the caller's thread, sample by sample.
  *

@@ -169,7 +169,7 @@ ct_status ct_prepare(ct_net *net);
 
 ct_status ct_fit(ct_net *net, const ct_callbacks *callbacks);
 /* TensorBoard event files: every epoch of the following ct_fit calls is written to DIR as scalar
- * summaries at the epoch's global step (the README's "TensorBoard" lists the tags; a figure the
+ * summaries at the epoch's global step (docs/monitoring.md, "TensorBoard", lists the tags; a figure the
  * epoch's stats mark unknown is left out) and flushed, so `tensorboard --logdir DIR` shows it
  * while training runs. Creates DIR (and its parents) when missing and, at once, a new file
  * DIR/events.out.tfevents.<unix time>.<host name>; a folder that cannot be created or written is

@@ -43,7 +43,7 @@ enum { CLASSES = 5 };
  * same fp32 masters and the same half copy, and the figures compare half tensors widened to fp32
  * (exact). Where both sides compute the same fp32 value in another order and round it to half,
  * they agree unless the value sits by a rounding boundary (then one ulp apart); the CUDA backend
- * also rounds three times more than the CPU (engine/README.md, engine/cuda/layer_common.h): a
+ * also rounds three times more than the CPU (docs/architecture.md, engine/cuda/layer_common.h): a
  * convolution's product is rounded to half before its bias is added, the gradient before a fused
  * activation is stored in half, and conv's weight gradient goes through half. Each is at most
  * about an ulp of the value it touches, in up to every element of a layer, and they pile up along

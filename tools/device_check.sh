@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one prepared script for a GPU machine (README.md, "On the GPU"): about six minutes on one
+# The one prepared script for a GPU machine (docs/gpu.md): about six minutes on one
 # H200, cut short at $CT_DEADLINE_S (420 s) so that it ends within the device tool's eight-minute
 # budget. Run from the repository root:
 #

@@ -1,4 +1,4 @@
-/* Checkpoints (engine/README.md, "Checkpoints"): a versioned little-endian binary file.
+/* Checkpoints (docs/checkpoint-format.md): a versioned little-endian binary file.
  *
  *   magic "CUTRAIN\x1a" (8 bytes), u32 format version (CT_CHECKPOINT_VERSION), u32 header bytes
  *       (the offset of the first parameter float)

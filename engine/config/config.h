@@ -1,4 +1,4 @@
-/* The ini reader and the typed configuration (engine/README.md, "Config format").
+/* The ini reader and the typed configuration (docs/architecture.md, "Config format").
  *
  * Two stages, so that --set overrides land before validation:
  *   ct_ini_parse   text -> sections and key/value entries with line numbers (syntax errors);

@@ -343,7 +343,7 @@ ct_status ct_batch_resolve(ct_run *run, int *batch)
                                               "evaluation and prediction do not take; give them a number (batch = "
                                               "N, or --batch N)");
     ct_train_apply_threads(run);
-    /* one device trains until mirrored data parallelism lands: its budget is every device's */
+    /* the search runs one replica (several are refused at the config): its device's budget */
     ct_replica *r = &run->replicas[0];
     size_t budget = 0, cap = 0;
     ct_status st = ct_memory_budget(t, r->dev, &budget, &cap, &run->err);

@@ -1,6 +1,6 @@
 /* A replica: one bound copy of the network on one device with its own backend, and the host
- * buffers it stages evaluation batches in. The trainer drives a list of them (N = 1 until
- * mirrored data parallelism lands); every thread that drives one activates its device first. */
+ * buffers it stages evaluation batches in. The trainer drives a list of them, one per device of
+ * `devices` (mirrored data parallelism); every thread that drives one activates its device first. */
 #ifndef CT_REPLICA_H
 #define CT_REPLICA_H
 

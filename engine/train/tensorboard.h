@@ -1,4 +1,4 @@
-/* An epoch's figures as TensorBoard scalars (the README's "TensorBoard" lists the tags). */
+/* An epoch's figures as TensorBoard scalars (docs/monitoring.md, "TensorBoard", lists the tags). */
 #ifndef CT_TRAIN_TENSORBOARD_H
 #define CT_TRAIN_TENSORBOARD_H
 

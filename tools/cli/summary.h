@@ -21,7 +21,7 @@ typedef struct summary {
     int n_warnings;
 } summary;
 
-/* The whole summary as one JSON object on stdout (see the README's `summary` for its keys). */
+/* The whole summary as one JSON object on stdout (docs/commands.md, "summary", lists its keys). */
 void summary_print_json(const summary *s);
 
 #endif
