@@ -257,8 +257,8 @@ static void reset_slots(ct_pipeline *p)
     p->held = 0;
 }
 
-/* workers = auto decides (when it has not yet) and the pool grows to its choice; called with mu
- * held. A thread that cannot start leaves a smaller pool, which still works. */
+/* workers = auto decides (when it has not yet) and the workers grow to its choice; called with mu
+ * held. A thread that cannot start leaves fewer workers, which still work. */
 static void decide_sizes(ct_pipeline *p)
 {
     if (!ct_pipeline_sizing_decide(&p->size))

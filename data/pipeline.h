@@ -1,4 +1,4 @@
-/* The input pipeline's host side (docs/architecture.md, "Input pipeline"): a pool of worker threads that
+/* The input pipeline's host side (docs/architecture.md, "Input pipeline"): worker threads that
  * assemble whole batches, in order, into a ring of host buffers, and the naive mode that does the
  * same on the caller's thread, sample by sample.
  *
@@ -147,7 +147,7 @@ typedef struct ct_pipeline_stats {
 } ct_pipeline_stats;
 
 void ct_pipeline_get_stats(const ct_pipeline *p, ct_pipeline_stats *out);
-/* The short form: pool size, depth, and the pool's producer rate (images/s). Any may be NULL. */
+/* The short form: the number of workers, depth, and their producer rate (images/s). Any may be NULL. */
 void ct_pipeline_info(const ct_pipeline *p, int *workers, int *prefetch, double *producer_images_per_s);
 
 /* `cutrain bench --input-only`: the pipeline alone, no model. Makes a pipeline from cfg, consumes

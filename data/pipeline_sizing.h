@@ -41,7 +41,7 @@ int ct_pipeline_sizing_due(const ct_pipeline_sizing *s, long delivered);
  * (nothing changes), 1 when the pipeline must apply the new sizes. */
 int ct_pipeline_sizing_decide(ct_pipeline_sizing *s);
 /* The figures of ct_pipeline_stats that are the sizing's: the auto flags, decided, and the
- * measured rates (producer = one worker's rate times `workers`, the pool running). */
+ * measured rates (producer = one worker's rate times `workers`, all of them running). */
 void ct_pipeline_sizing_stats(const ct_pipeline_sizing *s, int workers, ct_pipeline_stats *out);
 
 #endif

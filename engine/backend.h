@@ -112,7 +112,7 @@ typedef struct ct_backend_ops {
     ct_status (*reserve)(ct_backend *be, size_t workspace, size_t scratch, size_t x_bytes, size_t y_bytes,
                          ct_err *err);
     /* Device bytes the backend allocates besides the workspace and scratch (its own buffers, input
-     * staging for batches of x_bytes and y_bytes), as the device's pool counts them (each
+     * staging for batches of x_bytes and y_bytes), as the device's allocator counts them (each
      * allocation rounded to CT_TENSOR_ALIGN): the memory plan adds them. NULL: none. */
     size_t (*own_bytes)(ct_backend *be, size_t x_bytes, size_t y_bytes);
 

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "base/pool.h"
+#include "base/devmem.h"
 #include "base/status.h"
 
 typedef struct ct_device ct_device;
@@ -20,7 +20,7 @@ typedef struct ct_device_ops {
      * device calls it first. */
     ct_status (*activate)(ct_device *d, ct_err *err);
     /* Zeroed device memory (ordered before any later work on the device), or NULL. Every device
-     * allocation comes through here, from the device's pool (base/pool.h), which counts it,
+     * allocation comes through here, from the device's allocator (base/devmem.h), which counts it,
      * rounded to CT_TENSOR_ALIGN, and applies [train] memory. */
     void *(*alloc)(ct_device *d, size_t bytes);
     void (*free)(ct_device *d, void *ptr);
@@ -31,9 +31,9 @@ typedef struct ct_device_ops {
     void (*host_free)(ct_device *d, void *ptr);
     /* [train] memory, set before anything is allocated: grow, preallocate (on a GPU the free
      * memory less a slack for the CUDA libraries; on the CPU as grow) or a cap of `limit` bytes. */
-    ct_status (*set_memory)(ct_device *d, ct_pool_policy policy, size_t limit, ct_err *err);
-    /* What the pool counts: device bytes in use, their peak, reserved, the cap; host apart. */
-    void (*memory_usage)(ct_device *d, ct_pool_usage *out);
+    ct_status (*set_memory)(ct_device *d, ct_devmem_policy policy, size_t limit, ct_err *err);
+    /* What the allocator counts: device bytes in use, their peak, reserved, the cap; host apart. */
+    void (*memory_usage)(ct_device *d, ct_devmem_usage *out);
     /* Host to device and back; both return once src has been read and dst written. */
     ct_status (*upload)(ct_device *d, void *dst, const void *src, size_t bytes, ct_err *err);
     ct_status (*download)(ct_device *d, void *dst, const void *src, size_t bytes, ct_err *err);

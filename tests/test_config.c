@@ -265,7 +265,7 @@ static void test_synthetic_and_defaults(void)
     CHECK(d->classes == 10 && d->count == 1000 && d->test_count == 200);
     CHECK(d->n_normalize == 0 && d->crop_pad == 0 && d->flip == 0);
     CHECK(d->train_limit == 0 && d->test_limit == 0);
-    /* the input pipeline: auto pool and depth, augmentation on the CPU, parallel, keep the last batch */
+    /* the input pipeline: auto workers and depth, augmentation on the CPU, parallel, keep the last batch */
     CHECK(d->workers == 0 && d->prefetch == 0 && d->augment_on == CT_AUGMENT_ON_CPU);
     CHECK(d->pipeline == CT_PIPELINE_PARALLEL && d->drop_last == 0);
     CHECK(cfg.n_layers == 1 && cfg.layers[0].activation == CT_ACT_LINEAR && cfg.layers[0].bias == 1);

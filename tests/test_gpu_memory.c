@@ -1,7 +1,7 @@
-/* The memory policies on the first GPU with fmnist_cnn.ini: with memory = grow, the device pool
+/* The memory policies on the first GPU with fmnist_cnn.ini: with memory = grow, the device allocator
  * counts exactly the plan once prepared and again after training, its peak stays within 10% of the
- * plan (what the pool hands out beyond the plan lives only for an algorithm search), and the device
- * memory taken around the run (cudaMemGetInfo) is the pool's reservation plus the CUDA libraries'
+ * plan (what the allocator hands out beyond the plan lives only for an algorithm search), and the device
+ * memory taken around the run (cudaMemGetInfo) is the allocator's reservation plus the CUDA libraries'
  * own memory, which is bounded by LIBRARIES_BOUND and reported; memory = limit:N refuses a batch
  * whose plan is over the cap, with the plan's breakdown, and trains one under it without passing
  * it; memory = preallocate reserves the free memory up front and trains. Measures the whole GPU:
@@ -13,15 +13,15 @@
 
 static double mib(long long bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
-/* The device memory the run takes besides the pool's, which no plan counts and no batch changes:
+/* The device memory the run takes besides the allocator's, which no plan counts and no batch changes:
  * the code of the kernels loaded on first use (cuDNN's and cuBLASLt's engines, the project's own;
  * all of cuDNN's and cuBLASLt's at their load where CUDA_MODULE_LOADING=EAGER, several hundred MiB),
  * the local memory the driver sizes for the deepest per-thread stack among the loaded kernels times
  * every thread the GPU holds (an H200's 132 SMs x 2048 threads: 264 MiB per KiB of stack), the
  * handles' own buffers, the instantiated step graphs, and the driver's rounding of each of the
- * pool's allocations to its page. 2 GiB holds all of that with room (about 1.4% of an H200): it
- * is there to catch memory that grows with the run or a large buffer allocated beside the pool,
- * and the figure is reported for the device check's table. Below zero (the pool's reservation not
+ * allocations to its page. 2 GiB holds all of that with room (about 1.4% of an H200): it
+ * is there to catch memory that grows with the run or a large buffer allocated beside the allocator,
+ * and the figure is reported for the device check's table. Below zero (the allocator's reservation not
  * all visible as taken) only by the driver serving a few small allocations from pages the context
  * held already: LIBRARIES_BELOW. */
 #define LIBRARIES_BOUND (2048LL << 20)
@@ -72,15 +72,16 @@ static long long test_grow(void)
     CHECK(plan.backend > 0 && plan.workspace > 0);
     CHECK_MSG(predicted.total == plan.total, "summary before prepare %lld bytes, the plan after %lld",
               predicted.total, plan.total);
-    CHECK_MSG(u.in_use == plan.total, "prepared: the plan says %lld bytes, the pool counts %lld", plan.total,
+    CHECK_MSG(u.in_use == plan.total, "prepared: the plan says %lld bytes, the allocator counts %lld", plan.total,
               u.in_use);
     CHECK_MSG(ct_fit(net, NULL) == CT_OK, "%s", ct_errmsg(net));
     CHECK(ct_memory_usage_get(net, &u) == CT_OK);
     size_t free_after = free_memory();
     long long measured = (long long)free_before - (long long)free_after;
     long long libraries = measured - u.reserved;
-    gpu_report("grow, batch 64: plan %.1f MiB; pool in use %.1f, peak %.1f, reserved %.1f MiB; device memory taken "
-           "%.1f MiB (cudaMemGetInfo), of which the CUDA libraries' own %.1f MiB (bound %.0f); pinned host %.1f MiB\n",
+    gpu_report("grow, batch 64: plan %.1f MiB; allocator in use %.1f, peak %.1f, reserved %.1f MiB; "
+           "device memory taken %.1f MiB (cudaMemGetInfo), of which the CUDA libraries' own %.1f MiB "
+           "(bound %.0f); pinned host %.1f MiB\n",
            mib(plan.total), mib(u.in_use), mib(u.peak), mib(u.reserved), mib(measured), mib(libraries),
            mib(LIBRARIES_BOUND), mib(u.pinned_in_use));
     CHECK_MSG(u.in_use == plan.total, "after training: %lld in use, the plan %lld", u.in_use, plan.total);
@@ -88,7 +89,7 @@ static long long test_grow(void)
               mib(u.peak), mib(plan.total));
     CHECK(u.reserved >= u.in_use);
     CHECK_MSG(libraries >= -LIBRARIES_BELOW && libraries <= LIBRARIES_BOUND,
-              "device memory taken %.1f MiB, the pool's reservation %.1f MiB: the CUDA libraries' own %.1f MiB is "
+              "device memory taken %.1f MiB, the allocator's reservation %.1f MiB: the CUDA libraries' own %.1f MiB is "
               "outside [-%.0f, %.0f] MiB", mib(measured), mib(u.reserved), mib(libraries), mib(LIBRARIES_BELOW),
               mib(LIBRARIES_BOUND));
     ct_close(net);

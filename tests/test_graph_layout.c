@@ -242,13 +242,13 @@ int main(void)
     /* the plan counts the padding: it equals what binding allocated */
     ct_memory_plan plan;
     ct_graph_plan(g, be, g->batch, net->run.cfg.train.optimizer, &plan);
-    /* what binding asked for, then what the device's pool counts (each allocation rounded up, the
+    /* what binding asked for, then what the device's allocator counts (each allocation rounded up, the
      * backend's own buffers) */
     CHECK_MSG(plan.total - plan.padding - plan.backend == g->allocated, "plan %zu bytes, allocated %zu",
               plan.total - plan.padding - plan.backend, g->allocated);
-    ct_pool_usage usage;
+    ct_devmem_usage usage;
     be->dev->ops->memory_usage(be->dev, &usage);
-    CHECK_MSG(plan.total == usage.in_use, "plan %zu bytes, the pool counts %zu in use", plan.total, usage.in_use);
+    CHECK_MSG(plan.total == usage.in_use, "plan %zu bytes, the allocator counts %zu in use", plan.total, usage.in_use);
     CHECK(plan.params == 2 * ct_tensor_bytes(&g->params) && plan.gradients == ct_tensor_bytes(&g->act_grads));
 
     /* a few training steps keep the padding of the parameters and moments zero */

@@ -1,6 +1,6 @@
-/* The plan and the allocator agree: after ct_prepare on the CPU, the device pool counts in use
+/* The plan and the allocator agree: after ct_prepare on the CPU, the device allocator counts in use
  * exactly the plan's total (ct_memory_info_get), in fp32 and fp16, for the CNN and the MLP of the
- * model zoo, at the config's batch and at an odd one (whose buffers the pool rounds up); training
+ * model zoo, at the config's batch and at an odd one (whose buffers the allocator rounds up); training
  * allocates nothing more; a cap refuses with the plan's breakdown and trains at the plan's size;
  * an allocation failure names the device, the batch and the plan, and suggests batch = max. */
 #include "tests/e2e_common.h"

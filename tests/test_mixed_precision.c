@@ -108,9 +108,9 @@ static void test_dtypes_and_plan(void)
         ct_graph_plan(g, r->be, g->batch, net->run.cfg.train.optimizer, &plan);
         CHECK_MSG(plan.total - plan.padding - plan.backend == g->allocated, "%s: plan %zu bytes, allocated %zu",
                   precisions[p], plan.total - plan.padding - plan.backend, g->allocated);
-        ct_pool_usage usage;
+        ct_devmem_usage usage;
         r->dev->ops->memory_usage(r->dev, &usage);
-        CHECK_MSG(plan.total == usage.in_use, "%s: plan %zu bytes, the pool counts %zu in use", precisions[p],
+        CHECK_MSG(plan.total == usage.in_use, "%s: plan %zu bytes, the allocator counts %zu in use", precisions[p],
                   plan.total, usage.in_use);
         size_t by = 0;
         for (int d = 0; d < CT_DTYPE_COUNT; d++)

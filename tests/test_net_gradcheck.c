@@ -200,13 +200,13 @@ static void gradcheck(const char *text, const writer_row *writers, size_t n_writ
     /* the planner and the allocations it predicts must agree, byte for byte */
     ct_memory_plan plan;
     ct_graph_plan(g, be, n, net->run.cfg.train.optimizer, &plan);
-    /* what binding asked for, then what the device's pool counts (each allocation rounded up, the
+    /* what binding asked for, then what the device's allocator counts (each allocation rounded up, the
      * backend's own buffers) */
     CHECK_MSG(plan.total - plan.padding - plan.backend == g->allocated, "plan %zu bytes, allocated %zu",
               plan.total - plan.padding - plan.backend, g->allocated);
-    ct_pool_usage usage;
+    ct_devmem_usage usage;
     be->dev->ops->memory_usage(be->dev, &usage);
-    CHECK_MSG(plan.total == usage.in_use, "plan %zu bytes, the pool counts %zu in use", plan.total, usage.in_use);
+    CHECK_MSG(plan.total == usage.in_use, "plan %zu bytes, the allocator counts %zu in use", plan.total, usage.in_use);
     CHECK(plan.activations > 0 && plan.gradients > 0 && plan.params == 2 * g->param_span * sizeof(float));
     /* a fused activation keeps its pre-activation only where its gradient needs it (gelu): tanh
      * and sigmoid run in place and take their gradients from the output, which the finite

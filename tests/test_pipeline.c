@@ -902,7 +902,7 @@ static void test_auto(const ct_dataset *ds, const ct_augment *aug)
     int max_workers = cores > 2 ? (int)cores - 1 : 1;
     ct_err err;
     ct_err_clear(&err);
-    /* a consumer that takes no time: the largest pool */
+    /* a consumer that takes no time: the most workers */
     for (int slow = 0; slow <= 1; slow++) {
         ct_pipeline_config c = base_config(ds, aug, 64, 42);
         ct_pipeline *p;

@@ -1,7 +1,7 @@
 /* Training through the input pipeline on real Fashion-MNIST images: the trained network is the
  * same, byte for byte in its checkpoint, whatever the number of workers, the prefetch depth, or
  * the naive sync mode; drop_last changes the step count and only that; each epoch reports its
- * input wait share and the pool that ran. */
+ * input wait share and the workers that ran. */
 #define _DEFAULT_SOURCE
 #include <stdlib.h>
 #include <unistd.h>

@@ -16,7 +16,7 @@ import sys
 LAYERS = [
     ["engine/cutrain.h"],   # the public header: types and declarations only, so every layer may use
                             # its types; api/ alone implements its functions (checked below)
-    ["engine/base/"],       # status, tensors, the pool, the clock: nothing of ours
+    ["engine/base/"],       # status, tensors, devmem, the clock: nothing of ours
     ["data/"],              # datasets and the input pipeline: base/ only. config/ fills its settings
                             # struct (data/settings.h) and the device interface takes its channel bound
     ["engine/config/"],     # the config reader

@@ -205,14 +205,14 @@ static size_t memory_limit(const ct_train_config *t)
     return t->memory == CT_MEMORY_LIMIT ? (size_t)t->memory_limit_mib << 20 : 0;
 }
 
-/* [train] memory onto a new device's pool, before anything is allocated on it (the backend's own
+/* [train] memory onto a new device's allocator, before anything is allocated on it (the backend's own
  * buffers included). */
 static ct_status apply_memory(ct_net *net, ct_device *dev)
 {
     const ct_train_config *t = &net->run.cfg.train;
-    ct_pool_policy policy = t->memory == CT_MEMORY_LIMIT         ? CT_POOL_LIMIT
-                            : t->memory == CT_MEMORY_PREALLOCATE ? CT_POOL_PREALLOCATE
-                                                                 : CT_POOL_GROW;
+    ct_devmem_policy policy = t->memory == CT_MEMORY_LIMIT         ? CT_DEVMEM_LIMIT
+                            : t->memory == CT_MEMORY_PREALLOCATE ? CT_DEVMEM_PREALLOCATE
+                                                                 : CT_DEVMEM_GROW;
     return dev->ops->set_memory(dev, policy, memory_limit(t), &net->run.err);
 }
 
@@ -906,7 +906,7 @@ ct_status ct_memory_usage_get(ct_net *net, ct_memory_usage *out)
     if (!net->run.n_replicas)
         return ct_fail(&net->run.err, CT_ERR_USAGE, "ct_memory_usage_get: nothing is allocated before ct_prepare");
     ct_device *dev = net->run.replicas[0].dev;
-    ct_pool_usage u;
+    ct_devmem_usage u;
     dev->ops->memory_usage(dev, &u);
     *out = (ct_memory_usage){.in_use = (long long)u.in_use, .peak = (long long)u.peak,
                              .reserved = (long long)u.reserved, .cap = (long long)u.cap,

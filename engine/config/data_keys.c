@@ -36,7 +36,7 @@ static const ct_key_spec common_keys[] = {
     {.name = "train_limit", .kind = CT_KEY_LONG, .offset = D(train_limit), .def = "0", .flags = CT_KEY_HAS_MIN,
      .min = 0},
     {.name = "test_limit", .kind = CT_KEY_LONG, .offset = D(test_limit), .def = "0", .flags = CT_KEY_HAS_MIN, .min = 0},
-    /* the input pipeline: worker threads (auto sizes the pool from measured rates), the prefetch
+    /* the input pipeline: worker threads (auto sizes them from measured rates), the prefetch
      * ring's depth in batches, where augmentation runs, the naive mode, the last partial batch */
     {.name = "workers", .kind = CT_KEY_CUSTOM, .parse = parse_auto_count, .offset = D(workers), .def = "auto",
      .flags = CT_KEY_HAS_MIN | CT_KEY_HAS_MAX, .min = 1, .max = 256},

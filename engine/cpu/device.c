@@ -1,4 +1,4 @@
-/* The CPU as a device: its memory is host memory (through the accounting pool, base/pool.h, as a
+/* The CPU as a device: its memory is host memory (through the accounting allocator, base/devmem.h, as a
  * GPU's), copies are memcpy, work is done by the time a call returns, and timing marks read the
  * monotonic clock. */
 #include <stdio.h>
@@ -8,16 +8,16 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "base/pool.h"
+#include "base/devmem.h"
 #include "base/tensor.h"
 #include "device.h"
 
 typedef struct cpu_device {
     double marks[CT_DEVICE_MARKS];   /* milliseconds */
-    ct_pool *pool;
+    ct_devmem *devmem;
 } cpu_device;
 
-static ct_pool *pool_of(ct_device *d) { return ((cpu_device *)d->impl)->pool; }
+static ct_devmem *devmem_of(ct_device *d) { return ((cpu_device *)d->impl)->devmem; }
 
 /* activate and synchronize: there is no current device to set, and every op has finished by the
  * time it returns. */
@@ -27,9 +27,9 @@ static ct_status cpu_nothing_to_do(ct_device *d, ct_err *err)
     return CT_OK;
 }
 
-/* The pool's raw allocator. CT_TENSOR_ALIGN, as a GPU's allocations: the tensors carved out of
+/* The allocator's raw allocator. CT_TENSOR_ALIGN, as a GPU's allocations: the tensors carved out of
  * one allocation are aligned relative to its start (graph.c), and so absolutely on every device.
- * The pool asks for multiples of it, as aligned_alloc requires. */
+ * The allocator asks for multiples of it, as aligned_alloc requires. */
 static void *raw_alloc(void *ctx, size_t bytes)
 {
     (void)ctx;
@@ -53,12 +53,12 @@ static void *cpu_alloc(ct_device *d, size_t bytes)
 {
     if (ct_alloc_fault_hit(&d->fault))
         return NULL;
-    return ct_pool_alloc(pool_of(d), bytes);
+    return ct_devmem_alloc(devmem_of(d), bytes);
 }
 
 static void cpu_free(ct_device *d, void *ptr)
 {
-    ct_pool_free(pool_of(d), ptr);
+    ct_devmem_free(devmem_of(d), ptr);
 }
 
 /* Host memory for the input ring: aligned, counted apart from device memory, never capped. */
@@ -66,26 +66,26 @@ static void *cpu_host_alloc(ct_device *d, size_t bytes)
 {
     if (ct_alloc_fault_hit(&d->fault))
         return NULL;
-    return ct_pool_host_alloc(pool_of(d), bytes);
+    return ct_devmem_host_alloc(devmem_of(d), bytes);
 }
 
 static void cpu_host_free(ct_device *d, void *ptr)
 {
-    ct_pool_host_free(pool_of(d), ptr);
+    ct_devmem_host_free(devmem_of(d), ptr);
 }
 
 /* preallocate acts as grow here: reserving the free host memory would take it from every other
  * process on the machine, and host memory grows cheaply. */
-static ct_status cpu_set_memory(ct_device *d, ct_pool_policy policy, size_t limit, ct_err *err)
+static ct_status cpu_set_memory(ct_device *d, ct_devmem_policy policy, size_t limit, ct_err *err)
 {
-    if (policy == CT_POOL_PREALLOCATE)
-        policy = CT_POOL_GROW;
-    return ct_pool_set_policy(pool_of(d), policy, limit, err);
+    if (policy == CT_DEVMEM_PREALLOCATE)
+        policy = CT_DEVMEM_GROW;
+    return ct_devmem_set_policy(devmem_of(d), policy, limit, err);
 }
 
-static void cpu_memory_usage(ct_device *d, ct_pool_usage *out)
+static void cpu_memory_usage(ct_device *d, ct_devmem_usage *out)
 {
-    ct_pool_usage_get(pool_of(d), out);
+    ct_devmem_usage_get(devmem_of(d), out);
 }
 
 /* upload, download and copy alike: all memory is host memory */
@@ -137,7 +137,7 @@ static void cpu_destroy(ct_device *d)
         return;
     cpu_device *cd = d->impl;
     if (cd)
-        ct_pool_destroy(cd->pool);
+        ct_devmem_destroy(cd->devmem);
     free(cd);
     free(d);
 }
@@ -196,9 +196,9 @@ ct_status ct_cpu_device_create(ct_device **out, ct_err *err)
     d->host_memory = 1;
     d->impl = cd;
     snprintf(d->label, sizeof d->label, "the CPU");
-    const ct_pool_raw raw = {.alloc = raw_alloc, .free = raw_free, .clear = raw_clear,
+    const ct_devmem_raw raw = {.alloc = raw_alloc, .free = raw_free, .clear = raw_clear,
                              .host_alloc = raw_alloc, .host_free = raw_free};
-    ct_status st = ct_pool_create(&cd->pool, &raw, err);
+    ct_status st = ct_devmem_create(&cd->devmem, &raw, err);
     if (st != CT_OK) {
         cpu_destroy(d);
         return st;

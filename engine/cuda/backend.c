@@ -189,7 +189,7 @@ static int cuda_all_finite(ct_backend *be, const ct_tensor *t, size_t count)
     return bad == 0;
 }
 
-/* The step scalars' device buffers (create_resources); NULL ones are skipped by the pool. */
+/* The step scalars' device buffers (create_resources); NULL ones are skipped by the allocator. */
 static void release_scalars(ct_cuda *cu)
 {
     ct_device *dev = cu->dev;
@@ -200,15 +200,15 @@ static void release_scalars(ct_cuda *cu)
     dev->ops->free(dev, cu->scaler);
 }
 
-/* What the backend allocates on the device besides the workspace and scratch, as the pool counts
+/* What the backend allocates on the device besides the workspace and scratch, as the allocator counts
  * it (each allocation rounded to CT_TENSOR_ALIGN): the five step scalars of create_resources and
  * input staging's slots for batches of x_bytes and y_bytes (input.c). */
 static size_t cuda_own_bytes(ct_backend *be, size_t x_bytes, size_t y_bytes)
 {
     ct_cuda *cu = ct_cuda_of(be);
-    size_t scalars = ct_pool_block_bytes(sizeof *cu->loss_sum) + ct_pool_block_bytes(sizeof *cu->correct) +
-                     ct_pool_block_bytes(sizeof *cu->nonfinite) + ct_pool_block_bytes(sizeof *cu->step) +
-                     ct_pool_block_bytes(sizeof *cu->scaler);
+    size_t scalars = ct_devmem_block_bytes(sizeof *cu->loss_sum) + ct_devmem_block_bytes(sizeof *cu->correct) +
+                     ct_devmem_block_bytes(sizeof *cu->nonfinite) + ct_devmem_block_bytes(sizeof *cu->step) +
+                     ct_devmem_block_bytes(sizeof *cu->scaler);
     return scalars + ct_cuda_input_bytes(x_bytes, y_bytes);
 }
 
@@ -270,7 +270,7 @@ static ct_status create_resources(ct_cuda *cu, ct_err *err)
 {
     CT_CUDA_CHECK(cudaSetDevice(cu->dev->ordinal), err);
     ct_device *dev = cu->dev;
-    /* from the device's pool, like every device allocation, zeroed on the compute stream; the
+    /* from the device's allocator, like every device allocation, zeroed on the compute stream; the
      * plan counts them (ct_cuda_own_bytes) */
     cu->loss_sum = dev->ops->alloc(dev, sizeof *cu->loss_sum);
     cu->correct = dev->ops->alloc(dev, sizeof *cu->correct);

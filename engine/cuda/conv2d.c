@@ -388,7 +388,7 @@ static ct_status search(ct_backend *be, const ct_layer *l, conv_entry *e, int di
 
 /* A throwaway output for a backward-data search whose real output, dx, another consumer has
  * already written (this layer adds to it): the search overwrites its output with arbitrary values.
- * Allocated for one search, outside any capture, from the device's pool like every device
+ * Allocated for one search, outside any capture, from the device's allocator like every device
  * allocation (counted in its peak, under its cap; the plan does not count it, as it lives only for
  * the search). */
 static ct_status search_scratch(ct_device *dev, size_t bytes, void **out, ct_err *err)

@@ -34,7 +34,7 @@ typedef struct ct_cuda_dev {
     cudaStream_t compute;        /* every layer, the loss, the optimizer, the device's memory ops */
     cudaStream_t copy;           /* host-to-device input copies, ordered by events */
     cudaEvent_t marks[CT_DEVICE_MARKS];
-    ct_pool *pool;               /* every device and pinned host allocation (base/pool.h) */
+    ct_devmem *devmem;            /* every device and pinned host allocation (base/devmem.h) */
     int ordinal;
 } ct_cuda_dev;
 
@@ -193,7 +193,7 @@ ct_status ct_cuda_run_step(ct_backend *be, const ct_step_key *key, void *ctx, ct
 void ct_cuda_input_free(ct_cuda *cu);
 /* Device staging for batches of up to x_bytes and y_bytes; frees an earlier one. */
 ct_status ct_cuda_input_reserve(ct_cuda *cu, size_t x_bytes, size_t y_bytes, ct_err *err);
-/* Device bytes input_reserve takes for batches of x_bytes and y_bytes, as the pool counts them. */
+/* Device bytes input_reserve takes for batches of x_bytes and y_bytes, as the allocator counts them. */
 size_t ct_cuda_input_bytes(size_t x_bytes, size_t y_bytes);
 ct_status ct_cuda_input_submit(ct_backend *be, const ct_input_batch *b, ct_tensor *x, ct_tensor *labels,
                                long *ticket, ct_err *err);

@@ -17,7 +17,7 @@ static ct_status cuda_activate(ct_device *d, ct_err *err)
     return CT_OK;
 }
 
-/* ---- the pool's raw allocator (base/pool.h) ---- */
+/* ---- the allocator's raw allocator (base/devmem.h) ---- */
 
 static void *raw_alloc(void *ctx, size_t bytes)
 {
@@ -39,7 +39,7 @@ static void raw_free(void *ctx, void *p)
 
 /* The clear goes on the compute stream, in order before every later use. cudaMemset would run on
  * the legacy default stream, asynchronously to the host and unordered with the non-blocking
- * compute stream: an upload or copy into the buffer could land before the zeros. A block the pool
+ * compute stream: an upload or copy into the buffer could land before the zeros. A block the allocator
  * hands out again may still be read by queued work: that work is on the compute stream too, ahead
  * of the clear (input staging, the one user of the copy stream, is freed only after both streams
  * are synchronised: cuda_reserve). */
@@ -78,27 +78,27 @@ static void *cuda_alloc(ct_device *d, size_t bytes)
 {
     if (ct_alloc_fault_hit(&d->fault))
         return NULL;
-    return ct_pool_alloc(dev_of(d)->pool, bytes);
+    return ct_devmem_alloc(dev_of(d)->devmem, bytes);
 }
 
 static void cuda_free(ct_device *d, void *ptr)
 {
-    ct_pool_free(dev_of(d)->pool, ptr);
+    ct_devmem_free(dev_of(d)->devmem, ptr);
 }
 
 static void *cuda_host_alloc(ct_device *d, size_t bytes)
 {
     if (ct_alloc_fault_hit(&d->fault))
         return NULL;
-    return ct_pool_host_alloc(dev_of(d)->pool, bytes);
+    return ct_devmem_host_alloc(dev_of(d)->devmem, bytes);
 }
 
 static void cuda_host_free(ct_device *d, void *ptr)
 {
-    ct_pool_host_free(dev_of(d)->pool, ptr);
+    ct_devmem_host_free(dev_of(d)->devmem, ptr);
 }
 
-/* What preallocate leaves to the CUDA libraries' own allocations, outside the pool: the cuDNN
+/* What preallocate leaves to the CUDA libraries' own allocations, outside the allocator: the cuDNN
  * and cuBLAS handles, cuDNN's algorithm search (which allocates for itself whatever our workspace
  * limit), lazily loaded kernel modules, and instantiated CUDA graphs. 1 GiB plus 5% of the GPU:
  * generous next to the hundreds of MiB those take, because running out later fails a cuDNN call
@@ -108,10 +108,10 @@ static size_t preallocate_slack(size_t total)
     return ((size_t)1 << 30) + total / 20;
 }
 
-static ct_status cuda_set_memory(ct_device *d, ct_pool_policy policy, size_t limit, ct_err *err)
+static ct_status cuda_set_memory(ct_device *d, ct_devmem_policy policy, size_t limit, ct_err *err)
 {
     size_t bytes = limit;
-    if (policy == CT_POOL_PREALLOCATE) {
+    if (policy == CT_DEVMEM_PREALLOCATE) {
         size_t avail = 0, total = 0;
         CT_CUDA_CHECK(cudaSetDevice(d->ordinal), err);
         CT_CUDA_CHECK(cudaMemGetInfo(&avail, &total), err);
@@ -122,16 +122,16 @@ static ct_status cuda_set_memory(ct_device *d, ct_pool_policy policy, size_t lim
                            (double)avail / (1024.0 * 1024.0), (double)slack / (1024.0 * 1024.0));
         bytes = avail - slack;
     }
-    ct_status st = ct_pool_set_policy(dev_of(d)->pool, policy, bytes, err);
+    ct_status st = ct_devmem_set_policy(dev_of(d)->devmem, policy, bytes, err);
     if (st == CT_ERR_NOMEM)
         return ct_fail(err, CT_ERR_NOMEM, "memory = preallocate: %s refused %.0f MiB of its free memory; use "
                        "memory = grow", d->label, (double)bytes / (1024.0 * 1024.0));
     return st;
 }
 
-static void cuda_memory_usage(ct_device *d, ct_pool_usage *out)
+static void cuda_memory_usage(ct_device *d, ct_devmem_usage *out)
 {
-    ct_pool_usage_get(dev_of(d)->pool, out);
+    ct_devmem_usage_get(dev_of(d)->devmem, out);
 }
 
 static ct_status cuda_upload(ct_device *d, void *dst, const void *src, size_t bytes, ct_err *err)
@@ -224,7 +224,7 @@ static void cuda_destroy(ct_device *d)
             cudaStreamDestroy(cd->copy);
         if (cd->compute)
             cudaStreamDestroy(cd->compute);
-        ct_pool_destroy(cd->pool);
+        ct_devmem_destroy(cd->devmem);
         free(cd);
     }
     free(d);
@@ -316,9 +316,9 @@ ct_status ct_cuda_device_create(ct_device **out, int ordinal, ct_err *err)
     if (ct_cuda_device_name(ordinal, name, sizeof name, NULL, &ignored) != CT_OK)
         snprintf(name, sizeof name, "unnamed");
     snprintf(d->label, sizeof d->label, "CUDA device %d (%s)", ordinal, name);
-    const ct_pool_raw raw = {.alloc = raw_alloc, .free = raw_free, .clear = raw_clear,
+    const ct_devmem_raw raw = {.alloc = raw_alloc, .free = raw_free, .clear = raw_clear,
                              .host_alloc = raw_host_alloc, .host_free = raw_host_free, .ctx = cd};
-    ct_status st = ct_pool_create(&cd->pool, &raw, err);
+    ct_status st = ct_devmem_create(&cd->devmem, &raw, err);
     if (st == CT_OK)
         st = create_streams(d, err);
     if (st != CT_OK) {

@@ -39,7 +39,7 @@ void ct_cuda_input_free(ct_cuda *cu)
 
 size_t ct_cuda_input_bytes(size_t x_bytes, size_t y_bytes)
 {
-    return INPUT_SLOTS * (ct_pool_block_bytes(x_bytes ? x_bytes : 1) + ct_pool_block_bytes(y_bytes ? y_bytes : 1));
+    return INPUT_SLOTS * (ct_devmem_block_bytes(x_bytes ? x_bytes : 1) + ct_devmem_block_bytes(y_bytes ? y_bytes : 1));
 }
 
 ct_status ct_cuda_input_reserve(ct_cuda *cu, size_t x_bytes, size_t y_bytes, ct_err *err)

@@ -331,7 +331,7 @@ static ct_status explain_oom(ct_graph *g, ct_backend *be, int batch, ct_optimize
 {
     ct_memory_plan p;
     ct_graph_plan(g, be, batch, opt, &p);
-    ct_pool_usage u;
+    ct_devmem_usage u;
     be->dev->ops->memory_usage(be->dev, &u);
     char what[sizeof err->msg], plan[320], cap[64] = "";
     snprintf(what, sizeof what, "%s", err->msg);

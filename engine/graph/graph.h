@@ -43,8 +43,8 @@ typedef struct ct_graph {
 } ct_graph;
 
 /* What training allocates on the device for a batch size, by purpose (bytes): ct_graph_bind's
- * buffers, the backend's own, and the device pool's rounding of each allocation to
- * CT_TENSOR_ALIGN, so that total is exactly what the pool counts in use (base/pool.h). */
+ * buffers, the backend's own, and the device allocator's rounding of each allocation to
+ * CT_TENSOR_ALIGN, so that total is exactly what the allocator counts in use (base/devmem.h). */
 typedef struct ct_memory_plan {
     size_t params;           /* parameters and their gradients (fp32 masters) */
     size_t params_half;      /* the half copy of the parameters (fp16 / bf16 runs) */
@@ -55,7 +55,7 @@ typedef struct ct_memory_plan {
     size_t gradients;        /* activation gradients */
     size_t workspace;        /* the backend's workspace and scratch */
     size_t backend;          /* the backend's own buffers: input staging, per-step scalars (CUDA) */
-    size_t padding;          /* each allocation rounded up to CT_TENSOR_ALIGN by the device pool */
+    size_t padding;          /* each allocation rounded up to CT_TENSOR_ALIGN by the device allocator */
     size_t total;
     size_t by_dtype[CT_DTYPE_COUNT];  /* the same bytes by element type (the workspace, the backend's
                                        * own buffers and the padding as uint8) */
@@ -64,7 +64,7 @@ typedef struct ct_memory_plan {
 /* Computes the plan without allocating (the network must be built). */
 void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan);
 /* Adds to a plan what the device allocates beyond ct_graph_bind's requested bytes: the backend's
- * own buffers and the pool's rounding (plan->backend, plan->padding, into total and uint8). Called
+ * own buffers and the allocator's rounding (plan->backend, plan->padding, into total and uint8). Called
  * by ct_graph_plan, once the rest of the plan (plan->gradients among it) is filled. */
 void ct_graph_plan_allocator(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan);
 

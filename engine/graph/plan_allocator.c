@@ -1,13 +1,13 @@
-/* The plan's allocator side: what the device's pool counts beyond the bytes ct_graph_bind asks for.
- * Binding asks for each buffer on its own (graph.c, own), and the pool rounds each up to
+/* The plan's allocator side: what the device's allocator counts beyond the bytes ct_graph_bind asks for.
+ * Binding asks for each buffer on its own (graph.c, own), and the allocator rounds each up to
  * CT_TENSOR_ALIGN (a zero-byte one to one block), so the padding is summed over the same buffers
  * in the same order as ct_graph_bind makes them; test_memory_usage checks that the plan then
- * equals what the pool counts, to the byte. */
-#include "base/pool.h"
+ * equals what the allocator counts, to the byte. */
+#include "base/devmem.h"
 #include "graph/graph_internal.h"
 
-/* The pool's rounding of one allocation of `bytes`. */
-static size_t pad(size_t bytes) { return ct_pool_block_bytes(bytes) - bytes; }
+/* The allocator's rounding of one allocation of `bytes`. */
+static size_t pad(size_t bytes) { return ct_devmem_block_bytes(bytes) - bytes; }
 
 void ct_graph_plan_allocator(const ct_graph *g, ct_backend *be, int batch, ct_optimizer opt, ct_memory_plan *plan)
 {

@@ -7,7 +7,7 @@
 #include "train/replica_threads.h"
 
 typedef struct rank_thread {
-    struct ct_replica_threads *pool;
+    struct ct_replica_threads *threads;
     int rank;
     pthread_t thread;
     int started;
@@ -31,7 +31,7 @@ struct ct_replica_threads {
 static void *rank_main(void *p)
 {
     rank_thread *self = p;
-    ct_replica_threads *t = self->pool;
+    ct_replica_threads *t = self->threads;
     /* OpenMP's thread count is per thread: every job of this rank runs on its share */
     omp_set_num_threads(t->omp_threads);
     unsigned long seen = 0;
@@ -81,7 +81,7 @@ ct_status ct_replica_threads_start(ct_replica_threads **out, int n, int omp_thre
     pthread_cond_init(&t->job_cv, NULL);
     pthread_cond_init(&t->done_cv, NULL);
     for (int i = 0; i < n; i++) {
-        ranks[i] = (rank_thread){.pool = t, .rank = i};
+        ranks[i] = (rank_thread){.threads = t, .rank = i};
         if (pthread_create(&ranks[i].thread, NULL, rank_main, &ranks[i]) != 0) {
             ct_replica_threads_stop(t);
             return ct_fail(err, CT_ERR_BACKEND, "cannot start the thread of replica %d", i);

@@ -1,4 +1,4 @@
-/* The accounting allocator (pool.h). Raw blocks ("segments") are split into blocks kept in one
+/* The accounting allocator (devmem.h). Raw blocks ("segments") are split into blocks kept in one
  * array sorted by address, so that a block's neighbours in the array are its neighbours in memory
  * when they share its segment: freeing coalesces with them, and a segment whose one block is free
  * is wholly cached. Allocations are setup work (binding a network, reserving a workspace), a few
@@ -7,28 +7,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/pool.h"
+#include "base/devmem.h"
 #include "base/tensor.h"
 
-typedef struct pool_block {
+typedef struct devmem_block {
     char *ptr;
     size_t size;
     char *seg;               /* the base of the raw block it is carved from */
     size_t seg_size;
     int used;
-} pool_block;
+} devmem_block;
 
 typedef struct host_block {
     void *ptr;
     size_t size;
 } host_block;
 
-struct ct_pool {
-    ct_pool_raw raw;
+struct ct_devmem {
+    ct_devmem_raw raw;
     pthread_mutex_t mu;
-    ct_pool_policy policy;
+    ct_devmem_policy policy;
     size_t cap;
-    pool_block *blocks;
+    devmem_block *blocks;
     int n_blocks, blocks_cap;
     host_block *host;
     int n_host, host_cap;
@@ -36,39 +36,39 @@ struct ct_pool {
     long raw_allocs;
 };
 
-size_t ct_pool_block_bytes(size_t bytes)
+size_t ct_devmem_block_bytes(size_t bytes)
 {
     size_t rounded = (bytes + CT_TENSOR_ALIGN - 1) / CT_TENSOR_ALIGN * CT_TENSOR_ALIGN;
     return rounded ? rounded : CT_TENSOR_ALIGN;
 }
 
-ct_status ct_pool_create(ct_pool **out, const ct_pool_raw *raw, ct_err *err)
+ct_status ct_devmem_create(ct_devmem **out, const ct_devmem_raw *raw, ct_err *err)
 {
     *out = NULL;
     if (!raw || !raw->alloc || !raw->free || !raw->clear)
-        return ct_fail(err, CT_ERR_USAGE, "ct_pool_create: alloc, free and clear are required");
-    ct_pool *p = calloc(1, sizeof *p);
+        return ct_fail(err, CT_ERR_USAGE, "ct_devmem_create: alloc, free and clear are required");
+    ct_devmem *p = calloc(1, sizeof *p);
     if (!p)
-        return ct_fail(err, CT_ERR_NOMEM, "out of memory for the memory pool");
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory for the device allocator");
     if (pthread_mutex_init(&p->mu, NULL) != 0) {
         free(p);
-        return ct_fail(err, CT_ERR_INTERNAL, "cannot create the memory pool's mutex");
+        return ct_fail(err, CT_ERR_INTERNAL, "cannot create the device allocator's mutex");
     }
     p->raw = *raw;
-    p->policy = CT_POOL_GROW;
+    p->policy = CT_DEVMEM_GROW;
     *out = p;
     return CT_OK;
 }
 
 /* Room for `more` blocks; 0 when the host is out of memory. */
-static int reserve_blocks(ct_pool *p, int more)
+static int reserve_blocks(ct_devmem *p, int more)
 {
     if (p->n_blocks + more <= p->blocks_cap)
         return 1;
     int cap = p->blocks_cap ? 2 * p->blocks_cap : 64;
     while (cap < p->n_blocks + more)
         cap *= 2;
-    pool_block *grown = realloc(p->blocks, (size_t)cap * sizeof *grown);
+    devmem_block *grown = realloc(p->blocks, (size_t)cap * sizeof *grown);
     if (!grown)
         return 0;
     p->blocks = grown;
@@ -76,21 +76,21 @@ static int reserve_blocks(ct_pool *p, int more)
     return 1;
 }
 
-static void insert_block(ct_pool *p, int at, pool_block b)
+static void insert_block(ct_devmem *p, int at, devmem_block b)
 {
     memmove(&p->blocks[at + 1], &p->blocks[at], (size_t)(p->n_blocks - at) * sizeof *p->blocks);
     p->blocks[at] = b;
     p->n_blocks++;
 }
 
-static void remove_block(ct_pool *p, int at)
+static void remove_block(ct_devmem *p, int at)
 {
     memmove(&p->blocks[at], &p->blocks[at + 1], (size_t)(p->n_blocks - at - 1) * sizeof *p->blocks);
     p->n_blocks--;
 }
 
 /* Index of the first block at an address >= ptr. */
-static int lower_bound(const ct_pool *p, const char *ptr)
+static int lower_bound(const ct_devmem *p, const char *ptr)
 {
     int lo = 0, hi = p->n_blocks;
     while (lo < hi) {
@@ -104,7 +104,7 @@ static int lower_bound(const ct_pool *p, const char *ptr)
 }
 
 /* A new raw block of `size` bytes as one free block; its index, or -1. */
-static int add_segment(ct_pool *p, size_t size)
+static int add_segment(ct_devmem *p, size_t size)
 {
     if (!reserve_blocks(p, 2))   /* the segment's block and the split that follows */
         return -1;
@@ -114,20 +114,20 @@ static int add_segment(ct_pool *p, size_t size)
         return -1;
     p->reserved += size;
     int at = lower_bound(p, base);
-    insert_block(p, at, (pool_block){.ptr = base, .size = size, .seg = base, .seg_size = size});
+    insert_block(p, at, (devmem_block){.ptr = base, .size = size, .seg = base, .seg_size = size});
     return at;
 }
 
-static int whole_segment(const pool_block *b) { return !b->used && b->ptr == b->seg && b->size == b->seg_size; }
+static int whole_segment(const devmem_block *b) { return !b->used && b->ptr == b->seg && b->size == b->seg_size; }
 
 /* Every raw block with nothing in use goes back to the raw allocator; with `arena_too`, the
  * preallocated arena as well. */
-static void release_free_segments(ct_pool *p, int arena_too)
+static void release_free_segments(ct_devmem *p, int arena_too)
 {
-    if (p->policy == CT_POOL_PREALLOCATE && !arena_too)
+    if (p->policy == CT_DEVMEM_PREALLOCATE && !arena_too)
         return;
     for (int i = p->n_blocks - 1; i >= 0; i--) {
-        pool_block b = p->blocks[i];
+        devmem_block b = p->blocks[i];
         if (!whole_segment(&b))
             continue;
         p->raw.free(p->raw.ctx, b.seg);
@@ -139,14 +139,14 @@ static void release_free_segments(ct_pool *p, int arena_too)
 /* grow and limit: the smallest free block that holds `size` (best fit, which leaves the big ones
  * whole for big requests); preallocate: the first in address order (first fit, which keeps the
  * arena's free space at its end in one piece). -1 when none. */
-static int find_fit(const ct_pool *p, size_t size)
+static int find_fit(const ct_devmem *p, size_t size)
 {
     int best = -1;
     for (int i = 0; i < p->n_blocks; i++) {
-        const pool_block *b = &p->blocks[i];
+        const devmem_block *b = &p->blocks[i];
         if (b->used || b->size < size)
             continue;
-        if (p->policy == CT_POOL_PREALLOCATE)
+        if (p->policy == CT_DEVMEM_PREALLOCATE)
             return i;
         if (best < 0 || b->size < p->blocks[best].size)
             best = i;
@@ -155,20 +155,20 @@ static int find_fit(const ct_pool *p, size_t size)
 }
 
 /* Marks block i free and merges it with free neighbours of its segment. */
-static void free_block(ct_pool *p, int i)
+static void free_block(ct_devmem *p, int i)
 {
-    pool_block *b = &p->blocks[i];
+    devmem_block *b = &p->blocks[i];
     b->used = 0;
     p->in_use -= b->size;
     if (i + 1 < p->n_blocks) {
-        pool_block *next = &p->blocks[i + 1];
+        devmem_block *next = &p->blocks[i + 1];
         if (!next->used && next->seg == b->seg && b->ptr + b->size == next->ptr) {
             b->size += next->size;
             remove_block(p, i + 1);
         }
     }
     if (i > 0) {
-        pool_block *prev = &p->blocks[i - 1];
+        devmem_block *prev = &p->blocks[i - 1];
         if (!prev->used && prev->seg == b->seg && prev->ptr + prev->size == b->ptr) {
             prev->size += b->size;
             remove_block(p, i);
@@ -176,18 +176,18 @@ static void free_block(ct_pool *p, int i)
     }
 }
 
-static void *alloc_locked(ct_pool *p, size_t size)
+static void *alloc_locked(ct_devmem *p, size_t size)
 {
-    if (p->policy == CT_POOL_LIMIT && (size > p->cap || p->in_use > p->cap - size))
+    if (p->policy == CT_DEVMEM_LIMIT && (size > p->cap || p->in_use > p->cap - size))
         return NULL;   /* refused before the driver is asked */
     if (!reserve_blocks(p, 1))
         return NULL;
     int i = find_fit(p, size);
     if (i < 0) {
-        if (p->policy == CT_POOL_PREALLOCATE)
+        if (p->policy == CT_DEVMEM_PREALLOCATE)
             return NULL;
         /* under a cap, what is cached goes back before what is held would pass the cap */
-        if (p->policy == CT_POOL_LIMIT && p->reserved + size > p->cap)
+        if (p->policy == CT_DEVMEM_LIMIT && p->reserved + size > p->cap)
             release_free_segments(p, 0);
         i = add_segment(p, size);
         if (i < 0) {
@@ -198,9 +198,9 @@ static void *alloc_locked(ct_pool *p, size_t size)
         if (i < 0)
             return NULL;
     }
-    pool_block *b = &p->blocks[i];
+    devmem_block *b = &p->blocks[i];
     if (b->size > size) {   /* the rest stays free, right after it */
-        pool_block rest = {.ptr = b->ptr + size, .size = b->size - size, .seg = b->seg, .seg_size = b->seg_size};
+        devmem_block rest = {.ptr = b->ptr + size, .size = b->size - size, .seg = b->seg, .seg_size = b->seg_size};
         b->size = size;
         insert_block(p, i + 1, rest);
         b = &p->blocks[i];
@@ -217,15 +217,15 @@ static void *alloc_locked(ct_pool *p, size_t size)
     return b->ptr;
 }
 
-void *ct_pool_alloc(ct_pool *p, size_t bytes)
+void *ct_devmem_alloc(ct_devmem *p, size_t bytes)
 {
     pthread_mutex_lock(&p->mu);
-    void *ptr = alloc_locked(p, ct_pool_block_bytes(bytes));
+    void *ptr = alloc_locked(p, ct_devmem_block_bytes(bytes));
     pthread_mutex_unlock(&p->mu);
     return ptr;
 }
 
-void ct_pool_free(ct_pool *p, void *ptr)
+void ct_devmem_free(ct_devmem *p, void *ptr)
 {
     if (!ptr)
         return;
@@ -236,32 +236,32 @@ void ct_pool_free(ct_pool *p, void *ptr)
     pthread_mutex_unlock(&p->mu);
 }
 
-void ct_pool_release_cache(ct_pool *p)
+void ct_devmem_release_cache(ct_devmem *p)
 {
     pthread_mutex_lock(&p->mu);
     release_free_segments(p, 0);
     pthread_mutex_unlock(&p->mu);
 }
 
-ct_status ct_pool_set_policy(ct_pool *p, ct_pool_policy policy, size_t bytes, ct_err *err)
+ct_status ct_devmem_set_policy(ct_devmem *p, ct_devmem_policy policy, size_t bytes, ct_err *err)
 {
-    if (policy == CT_POOL_LIMIT && bytes == 0)
-        return ct_fail(err, CT_ERR_USAGE, "memory pool: a limit of 0 bytes");
+    if (policy == CT_DEVMEM_LIMIT && bytes == 0)
+        return ct_fail(err, CT_ERR_USAGE, "device allocator: a limit of 0 bytes");
     pthread_mutex_lock(&p->mu);
     if (p->in_use) {
         size_t in_use = p->in_use;
         pthread_mutex_unlock(&p->mu);
-        return ct_fail(err, CT_ERR_USAGE, "memory pool: the policy changes only while nothing is allocated "
+        return ct_fail(err, CT_ERR_USAGE, "device allocator: the policy changes only while nothing is allocated "
                                           "(%zu bytes are)", in_use);
     }
     release_free_segments(p, 1);
     p->policy = policy;
-    p->cap = policy == CT_POOL_LIMIT ? bytes : 0;
+    p->cap = policy == CT_DEVMEM_LIMIT ? bytes : 0;
     ct_status st = CT_OK;
-    if (policy == CT_POOL_PREALLOCATE) {
+    if (policy == CT_DEVMEM_PREALLOCATE) {
         size_t arena = bytes / CT_TENSOR_ALIGN * CT_TENSOR_ALIGN;
         if (arena == 0 || add_segment(p, arena) < 0) {
-            p->policy = CT_POOL_GROW;
+            p->policy = CT_DEVMEM_GROW;
             st = ct_fail(err, CT_ERR_NOMEM, "memory = preallocate: cannot reserve %.1f MiB",
                          (double)arena / (1024.0 * 1024.0));
         }
@@ -270,11 +270,11 @@ ct_status ct_pool_set_policy(ct_pool *p, ct_pool_policy policy, size_t bytes, ct
     return st;
 }
 
-void *ct_pool_host_alloc(ct_pool *p, size_t bytes)
+void *ct_devmem_host_alloc(ct_devmem *p, size_t bytes)
 {
     if (!p->raw.host_alloc)
         return NULL;
-    size_t size = ct_pool_block_bytes(bytes);
+    size_t size = ct_devmem_block_bytes(bytes);
     pthread_mutex_lock(&p->mu);
     void *ptr = NULL;
     if (p->n_host == p->host_cap) {
@@ -297,7 +297,7 @@ void *ct_pool_host_alloc(ct_pool *p, size_t bytes)
     return ptr;
 }
 
-void ct_pool_host_free(ct_pool *p, void *ptr)
+void ct_devmem_host_free(ct_devmem *p, void *ptr)
 {
     if (!ptr)
         return;
@@ -313,16 +313,16 @@ void ct_pool_host_free(ct_pool *p, void *ptr)
     pthread_mutex_unlock(&p->mu);
 }
 
-void ct_pool_usage_get(ct_pool *p, ct_pool_usage *out)
+void ct_devmem_usage_get(ct_devmem *p, ct_devmem_usage *out)
 {
     pthread_mutex_lock(&p->mu);
-    *out = (ct_pool_usage){.in_use = p->in_use, .peak = p->peak, .reserved = p->reserved, .cap = p->cap,
+    *out = (ct_devmem_usage){.in_use = p->in_use, .peak = p->peak, .reserved = p->reserved, .cap = p->cap,
                            .host_in_use = p->host_in_use, .host_peak = p->host_peak, .policy = p->policy,
                            .raw_allocs = p->raw_allocs};
     pthread_mutex_unlock(&p->mu);
 }
 
-void ct_pool_destroy(ct_pool *p)
+void ct_devmem_destroy(ct_devmem *p)
 {
     if (!p)
         return;
