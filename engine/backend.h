@@ -192,7 +192,7 @@ typedef struct ct_capture_agree {
 struct ct_backend {
     const ct_backend_ops *ops;
     ct_device *dev;          /* the device it runs on; not owned */
-    int graphs;              /* 1 while run_step captures and replays (0 after a capture failed) */
+    int capture;             /* 1 while run_step captures and replays (0 after a capture failed) */
     char note[512];          /* what the backend changed on its own: why graphs were turned off,
                               * a nondeterministic algorithm where a deterministic one was asked
                               * for ("" when nothing); added to with ct_backend_add_note */
@@ -209,7 +209,7 @@ void ct_backend_add_note(ct_backend *be, const char *text);
 /* What a backend takes from [train] when it is created (the registry passes it on; the CPU's
  * backend takes none of it). */
 typedef struct ct_backend_options {
-    int graphs;              /* 1: run_step captures and replays (CUDA graphs) */
+    int capture;             /* 1: run_step captures and replays (CUDA graphs) */
     int allow_tf32;          /* 1: cuDNN convolutions may use TF32 (PyTorch's default); matrix
                               * products stay in full fp32 either way, as PyTorch's do */
     int deterministic;       /* 1: cuDNN convolutions run deterministic algorithms where one

@@ -134,7 +134,7 @@ static void test_full(void)
     CHECK_NEAR(t->min_lr, 1e-5, 1e-10);
     CHECK(t->precision == CT_PREC_FP16);
     CHECK_MSG(strcmp(t->devices, "0,1,3,4") == 0, "devices '%s'", t->devices);
-    CHECK(t->graph == 0);
+    CHECK(t->capture == 0);
     CHECK(t->seed == UINT64_MAX);
     CHECK(t->threads == 2);
 
@@ -219,7 +219,7 @@ static void test_synthetic_and_defaults(void)
     CHECK(cfg.train.optimizer == CT_OPT_SGD);
     CHECK_NEAR(cfg.train.weight_decay, 0.0005, 1e-9);
     CHECK(strcmp(cfg.train.devices, "cpu") == 0);
-    CHECK(cfg.train.graph == -1);
+    CHECK(cfg.train.capture == -1);
     CHECK(cfg.train.deterministic == 1);
     CHECK(cfg.train.tf32 == 0);
     ct_config_free(&cfg);
@@ -250,7 +250,7 @@ static void test_synthetic_and_defaults(void)
     CHECK(t->loss_scale == 0 && t->loss_scale_init == 32768 && t->loss_scale_growth_steps == 2000);
     CHECK(cfg.layers[0].dtype == CT_LAYER_DTYPE_AUTO);
     CHECK(strcmp(t->devices, "all") == 0);
-    CHECK(t->graph == -1 && t->seed == 42 && t->threads == 0);
+    CHECK(t->capture == -1 && t->seed == 42 && t->threads == 0);
     CHECK(t->deterministic == 0);
     CHECK(t->tf32 == 1);  /* PyTorch's cuDNN default */
     /* the batch: a number; max and auto keep 10% free, go up to the training set, measure 30 s */

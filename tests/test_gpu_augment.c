@@ -151,7 +151,7 @@ static void stage_augmented(const ct_dataset *ds, bufs *b, const float *mean, co
 }
 
 /* A launch captured in a CUDA graph and replayed gives the same batch as ct_make_batch. */
-static void check_graph(const ct_dataset *ds, bufs *b, const float *mean, const float *std)
+static void check_captured(const ct_dataset *ds, bufs *b, const float *mean, const float *std)
 {
     const int n = 64;
     const uint64_t seed = 77;
@@ -161,20 +161,20 @@ static void check_graph(const ct_dataset *ds, bufs *b, const float *mean, const 
     ct_shape s = ds->shape;
     size_t total = (size_t)n * ct_shape_size(s);
 
-    cudaGraph_t graph = NULL;
+    cudaGraph_t recorded = NULL;
     cudaGraphExec_t exec = NULL;
     GPU_OK(cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal));
     int rc = ct_launch_augment_u8(b->d_u8, b->d_x, n, s.h, s.w, s.c, aug.crop_pad, aug.flip, 1, scale, bias, seed,
                                   0, b->stream);
-    GPU_OK(cudaStreamEndCapture(b->stream, &graph));
+    GPU_OK(cudaStreamEndCapture(b->stream, &recorded));
     CHECK(rc == 0);
-    GPU_OK(cudaGraphInstantiate(&exec, graph, 0));
+    GPU_OK(cudaGraphInstantiate(&exec, recorded, 0));
     GPU_OK(cudaGraphLaunch(exec, b->stream));
     GPU_OK(cudaMemcpyAsync(b->got, b->d_x, total * sizeof(float), cudaMemcpyDeviceToHost, b->stream));
     GPU_OK(cudaStreamSynchronize(b->stream));
     compare("graph replay", ds, n, &aug, 1, seed, b->got, b->want, rc);
     GPU_OK(cudaGraphExecDestroy(exec));
-    GPU_OK(cudaGraphDestroy(graph));
+    GPU_OK(cudaGraphDestroy(recorded));
 }
 
 /* Replicas augment their slices of the pipeline's batch: three uneven slices, each launched with
@@ -284,7 +284,7 @@ int main(void)
         ct_shuffle_indices(b.order, odd.count, 3, 0);
         check_batch("wide crop", &odd, &b, 0, 100, &wide, 1, 1234);
     }
-    check_graph(&syn, &b, cf_mean, cf_std);
+    check_captured(&syn, &b, cf_mean, cf_std);
     check_slices(&syn, &b, cf_mean, cf_std);
     check_bad_arguments(&b);
     free(b.order);

@@ -315,16 +315,16 @@ static void check_replayed_count(void)
     GPU_OK(cudaMemcpyAsync(d_samples, &counts[0], sizeof(int), cudaMemcpyHostToDevice, s));
     GPU_OK(cudaStreamSynchronize(s));
 
-    cudaGraph_t graph = NULL;
+    cudaGraph_t recorded = NULL;
     cudaGraphExec_t exec = NULL;
     GPU_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     int rc_mean = ct_launch_bn_mean_dt(d_x, d_saved, ROWS, C, ws, ws_bytes, CT_DTYPE_F32, s);
     int rc_var = ct_launch_bn_variance_dt(d_x, d_saved, d_saved + C, ROWS, C, ws, ws_bytes, CT_DTYPE_F32, s);
     int rc_norm = ct_launch_bn_normalise_dt(d_x, d_y, d_p, d_p + C, d_saved, d_saved + C, d_run, d_run + C, d_coef,
                                             ROWS, C, d_samples, PER_SAMPLE, momentum, eps, CT_DTYPE_F32, s);
-    GPU_OK(cudaStreamEndCapture(s, &graph));
+    GPU_OK(cudaStreamEndCapture(s, &recorded));
     CHECK(rc_mean == 0 && rc_var == 0 && rc_norm == 0);
-    GPU_OK(cudaGraphInstantiate(&exec, graph, 0));
+    GPU_OK(cudaGraphInstantiate(&exec, recorded, 0));
 
     double worst = 0.0;
     for (int k = 0; k < 3; k++) {
@@ -347,7 +347,7 @@ static void check_replayed_count(void)
     gpu_report("bn kernels: the running variance's count read at replay (samples %d, %d, %d): relative %.2g\n",
                counts[0], counts[1], counts[2], worst);
     GPU_OK(cudaGraphExecDestroy(exec));
-    GPU_OK(cudaGraphDestroy(graph));
+    GPU_OK(cudaGraphDestroy(recorded));
     GPU_OK(cudaStreamDestroy(s));
     void *dev[] = {d_x, d_y, d_p, d_run, d_saved, d_coef, d_samples, ws};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)

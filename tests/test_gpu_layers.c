@@ -95,9 +95,9 @@ static unsigned case_counter;
 static float uniform(float lo, float hi) { return lo + (hi - lo) * ct_rng_uniform(&rng); }
 
 /* deterministic: parity is measured against one run's rounding, not whichever atomics came first */
-static const ct_backend_options GPU_OPTIONS = {.graphs = 1, .allow_tf32 = 0, .deterministic = 1};
+static const ct_backend_options GPU_OPTIONS = {.capture = 1, .allow_tf32 = 0, .deterministic = 1};
 /* PyTorch's default, the fastest algorithms, for the cases that check that path too */
-static const ct_backend_options GPU_FASTEST = {.graphs = 1, .allow_tf32 = 0, .deterministic = 0};
+static const ct_backend_options GPU_FASTEST = {.capture = 1, .allow_tf32 = 0, .deterministic = 0};
 
 /* The running round's CUDA backends, one per set of options, each opened by the first case that
  * asks for it and closed when the round ends (round_close). Per round, because a backend keeps

@@ -43,7 +43,7 @@ int main(void)
         return absent;
     ct_err err = {0};
     ct_backend *be = NULL;
-    ct_status st = ct_gpu_test_open(&be, &(ct_backend_options){.graphs = 0}, &err);
+    ct_status st = ct_gpu_test_open(&be, &(ct_backend_options){.capture = 0}, &err);
     CHECK_MSG(st == CT_OK, "the CUDA backend: %s", err.msg);
     if (st != CT_OK)
         return ct_test_done();

@@ -29,7 +29,7 @@ enum { SALT_DROPOUT = 0x44524f50 };  /* train.c's salt for the dropout seeds */
 
 /* Every backend of the test: graphs on, plain fp32 convolutions, deterministic algorithms (the
  * same bits every run on one backend, so that anything else that parts two runs on it shows). */
-static const ct_backend_options OPTIONS = {.graphs = 1, .allow_tf32 = 0, .deterministic = 1};
+static const ct_backend_options OPTIONS = {.capture = 1, .allow_tf32 = 0, .deterministic = 1};
 
 /* Against the fresh backend (norm-wise relative). Its algorithms may add in another order: about
  * 1e-7 relative per convolution output, grown over K steps to about 1e-6 in the parameters. The
@@ -232,7 +232,7 @@ static int fresh_run(ct_net *net, state *s, double *eval_loss)
     int ok = ok_or_report(ct_gpu_test_open(&be, &OPTIONS, &err), "a fresh CUDA backend", &err);
     ok = ok && bind(&g, net, be) && train(&g, &net->run.cfg.train) && take(&g, s) &&
          evaluate(&g, &net->run.cfg.train, 0, eval_loss);
-    CHECK_MSG(!ok || be->graphs == 1, "graphs were turned off: %s", be->note);
+    CHECK_MSG(!ok || be->capture == 1, "graphs were turned off: %s", be->note);
     ct_graph_free(&g);
     ct_gpu_test_close(be);
     return ok;
@@ -290,7 +290,7 @@ int main(void)
                "network %.7g once\n", rebound_eval, thrice_eval, fresh_eval);
         CHECK_NEAR(rebound_eval, thrice_eval, TOL_SAME_LOSS * thrice_eval);
         CHECK_NEAR(rebound_eval, 3.0 * fresh_eval, TOL_FRESH * 3.0 * fresh_eval);
-        CHECK_MSG(be->graphs == 1, "graphs were turned off: %s", be->note);
+        CHECK_MSG(be->capture == 1, "graphs were turned off: %s", be->note);
     }
     /* a deterministic algorithm missing for a shape (cuDNN then runs the fastest) would explain a
      * bit difference above */

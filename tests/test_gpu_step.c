@@ -213,10 +213,10 @@ static int read_loss(ct_backend *be, double *loss, long *correct)
     return st == CT_OK;
 }
 
-/* K steps from the buffers as they are: directly (through_graph 0) or through run_step, keyed on
+/* K steps from the buffers as they are: directly (via_run_step 0) or through run_step (1), keyed on
  * the step, the network and the batch size. The loss sum of the K steps into *loss; the time into
  * *ms. */
-static int run_steps(step_ctx *c, const ct_train_config *tc, int through_graph, double *loss, double *ms)
+static int run_steps(step_ctx *c, const ct_train_config *tc, int via_run_step, double *loss, double *ms)
 {
     ct_graph *g = c->g;
     ct_backend *be = g->be;
@@ -230,9 +230,9 @@ static int run_steps(step_ctx *c, const ct_train_config *tc, int through_graph, 
         ct_step_scalars s = scalars_of(tc, k);
         ct_status st = ok ? be->ops->set_step(be, &s, &err) : CT_ERR_INTERNAL;
         if (st == CT_OK)
-            st = through_graph ? be->ops->run_step(be, &(ct_step_key){train_work, c->g, BATCH}, c, &err)
-                               : train_work(c, &err);
-        CHECK_MSG(!ok || st == CT_OK, "%s step %d: %s", through_graph ? "run_step" : "direct", k, err.msg);
+            st = via_run_step ? be->ops->run_step(be, &(ct_step_key){train_work, c->g, BATCH}, c, &err)
+                                   : train_work(c, &err);
+        CHECK_MSG(!ok || st == CT_OK, "%s step %d: %s", via_run_step ? "run_step" : "direct", k, err.msg);
         ok = ok && st == CT_OK;
     }
     ok = ok && be->dev->ops->mark(be->dev, 1, &err) == CT_OK;
@@ -242,7 +242,7 @@ static int run_steps(step_ctx *c, const ct_train_config *tc, int through_graph, 
         ct_status st = be->dev->ops->elapsed(be->dev, 0, 1, ms, &err);
         CHECK_MSG(st == CT_OK && isfinite(*ms) && *ms >= 0.0, "elapsed: %s (%g ms)", err.msg, *ms);
     }
-    CHECK_MSG(ok, "the %s run did not complete: %s", through_graph ? "run_step" : "direct", err.msg);
+    CHECK_MSG(ok, "the %s run did not complete: %s", via_run_step ? "run_step" : "direct", err.msg);
     return ok;
 }
 
@@ -402,7 +402,7 @@ int main(void)
     ct_graph g;
     memset(&g, 0, sizeof g);
     /* deterministic: the direct steps and the replayed ones must agree bit for bit */
-    st = ct_gpu_test_open(&gpu, &(ct_backend_options){.graphs = 1, .allow_tf32 = 0, .deterministic = 1}, &err);
+    st = ct_gpu_test_open(&gpu, &(ct_backend_options){.capture = 1, .allow_tf32 = 0, .deterministic = 1}, &err);
     if (st == CT_OK)
         st = ct_graph_build(&g, &net->run.cfg, net->run.graph.input, net->run.graph.classes, &err);
     if (st == CT_OK)
@@ -423,7 +423,7 @@ int main(void)
         ct_close(net);
         return ct_test_done();
     }
-    CHECK_MSG(gpu->graphs == 1, "graphs = 1 was asked for, but the backend has them off: %s", gpu->note);
+    CHECK_MSG(gpu->capture == 1, "graphs = 1 was asked for, but the backend has them off: %s", gpu->note);
     CHECK(g.opt_m.data && g.opt_v.data && g.n_state > 0);
     check_alignment(&g);
 
@@ -432,36 +432,36 @@ int main(void)
     /* the update the trainer itself hands the backend */
     step_ctx c = {.g = &g, .n = BATCH, .opt = ct_train_optim_step(tc, &g)};
     CHECK(c.opt.kind == CT_OPT_ADAM && c.opt.params == &g.params && c.opt.m == &g.opt_m && c.opt.v == &g.opt_v);
-    snapshot init = {0}, direct = {0}, again = {0}, graph = {0};
-    double loss_direct = 0, loss_again = 0, loss_graph = 0, ms_direct = 0, ms_again = 0, ms_graph = 0;
+    snapshot init = {0}, direct = {0}, again = {0}, captured = {0};
+    double loss_direct = 0, loss_again = 0, loss_captured = 0, ms_direct = 0, ms_again = 0, ms_captured = 0;
     int ok = take(&g, &init);
     ok = ok && run_steps(&c, tc, 0, &loss_direct, &ms_direct) && take(&g, &direct);
     ok = ok && restore(&g, &init) && run_steps(&c, tc, 0, &loss_again, &ms_again) && take(&g, &again);
-    ok = ok && restore(&g, &init) && run_steps(&c, tc, 1, &loss_graph, &ms_graph) && take(&g, &graph);
+    ok = ok && restore(&g, &init) && run_steps(&c, tc, 1, &loss_captured, &ms_captured) && take(&g, &captured);
     if (ok) {
         printf("%d steps of batch %d: direct %.3f ms, direct again %.3f ms, run_step %.3f ms (graphs %s)\n", K,
-               BATCH, ms_direct, ms_again, ms_graph, gpu->graphs ? "on" : "off");
-        printf("loss sums: direct %.9g, again %.9g, run_step %.9g\n", loss_direct, loss_again, loss_graph);
+               BATCH, ms_direct, ms_again, ms_captured, gpu->capture ? "on" : "off");
+        printf("loss sums: direct %.9g, again %.9g, run_step %.9g\n", loss_direct, loss_again, loss_captured);
         CHECK_MSG(isfinite(loss_direct) && loss_direct > 0.0, "loss sum %g", loss_direct);
         CHECK_MSG(memcmp(direct.params, init.params, ct_tensor_bytes(&g.params)) != 0, "the steps changed nothing");
         /* the loss sum is accumulated on the device, perhaps with atomics in any order */
         CHECK_NEAR(loss_again, loss_direct, 1e-5 * fabs(loss_direct));
-        CHECK_NEAR(loss_graph, loss_direct, 1e-5 * fabs(loss_direct));
+        CHECK_NEAR(loss_captured, loss_direct, 1e-5 * fabs(loss_direct));
         /* a difference here is the direct step's own nondeterminism (an algorithm with atomics),
          * not the graph's */
         compare_snapshots("direct vs direct again", &direct, &again, &g);
-        compare_snapshots("direct vs run_step (graph)", &direct, &graph, &g);
-        CHECK_MSG(gpu->graphs == 1, "run_step turned graphs off: %s", gpu->note);
+        compare_snapshots("direct vs run_step (graph)", &direct, &captured, &g);
+        CHECK_MSG(gpu->capture == 1, "run_step turned graphs off: %s", gpu->note);
         peek_check(&c);
         shape_changes(&c, tc);
-        CHECK_MSG(gpu->graphs == 1, "graphs were turned off after the shape changes: %s", gpu->note);
+        CHECK_MSG(gpu->capture == 1, "graphs were turned off after the shape changes: %s", gpu->note);
     }
     if (gpu->note[0])
         printf("note: %s\n", gpu->note);
     drop(&init);
     drop(&direct);
     drop(&again);
-    drop(&graph);
+    drop(&captured);
     ring_close(gpu->dev);
     ct_graph_free(&g);
     ct_gpu_test_close(gpu);

@@ -75,16 +75,16 @@ static int is_host(const void *p)
     return a.type == cudaMemoryTypeHost || a.type == cudaMemoryTypeUnregistered;
 }
 
-static void walk(cudaGraph_t graph, int depth)
+static void walk(cudaGraph_t recorded, int depth)
 {
     size_t count = 0;
-    if (cudaGraphGetNodes(graph, NULL, &count) != cudaSuccess) {
+    if (cudaGraphGetNodes(recorded, NULL, &count) != cudaSuccess) {
         snprintf(reads.why, sizeof reads.why, "cudaGraphGetNodes failed");
         reads.failed++;
         return;
     }
     cudaGraphNode_t *nodes = xmalloc((count ? count : 1) * sizeof *nodes);
-    GPU_OK(cudaGraphGetNodes(graph, nodes, &count));
+    GPU_OK(cudaGraphGetNodes(recorded, nodes, &count));
     for (size_t i = 0; i < count; i++) {
         enum cudaGraphNodeType type;
         GPU_OK(cudaGraphNodeGetType(nodes[i], &type));
@@ -115,26 +115,26 @@ static ct_status counting_run_step(ct_backend *be, const ct_step_key *key, void 
 {
     if (counting_calls++ > 0) {
         ct_cuda *cu = ct_cuda_of(be);
-        cudaGraph_t graph = NULL;
+        cudaGraph_t recorded = NULL;
         ct_err inner = {0};
         reads.captures++;
         cudaError_t rc = cudaStreamBeginCapture(cu->compute, cudaStreamCaptureModeThreadLocal);
         ct_status st = CT_OK;
         if (rc == cudaSuccess) {
             st = key->fn(ctx, &inner);
-            rc = cudaStreamEndCapture(cu->compute, &graph);
+            rc = cudaStreamEndCapture(cu->compute, &recorded);
         }
-        if (rc != cudaSuccess || st != CT_OK || !graph) {
+        if (rc != cudaSuccess || st != CT_OK || !recorded) {
             reads.failed++;
             if (!reads.why[0])
                 snprintf(reads.why, sizeof reads.why, "capture: %.80s; step: %.160s",
                          rc == cudaSuccess ? "ok" : cudaGetErrorString(rc), st == CT_OK ? "ok" : inner.msg);
             (void)cudaGetLastError();
         } else {
-            walk(graph, 0);
+            walk(recorded, 0);
         }
-        if (graph)
-            GPU_OK(cudaGraphDestroy(graph));
+        if (recorded)
+            GPU_OK(cudaGraphDestroy(recorded));
     }
     return real_ops->run_step(be, key, ctx, err);
 }
@@ -157,7 +157,7 @@ static ct_net *open_net(void)
     ct_graph *g = &net->run.replicas[0].graph;
     CHECK_MSG(g->precision == CT_PREC_FP16 && g->params_half.data && g->params_half.dtype == CT_DTYPE_F16,
               "not an fp16 network with a half copy");
-    CHECK_MSG(net->run.replicas[0].be->graphs == 1, "graph = on, but the backend has graphs off: %s",
+    CHECK_MSG(net->run.replicas[0].be->capture == 1, "graph = on, but the backend has graphs off: %s",
               ct_backend_note(net));
     if (strcmp(ct_backend_name(net), "cuda") != 0 || !g->params_half.data || !g->opt_m.data || !g->opt_v.data) {
         ct_close(net);
@@ -267,13 +267,13 @@ static void compare_snapshots(const char *run, const snapshot *a, const snapshot
 /* One run of K steps from the buffers as they are; the scaler after each step into trace[k - 1],
  * the loss sum into *loss. graphs: the backend's run_step captures and replays (1) or runs the
  * step directly (0). */
-static int run_steps(ct_net *net, int graphs, ct_scaler *trace, double *loss)
+static int run_steps(ct_net *net, int capture, ct_scaler *trace, double *loss)
 {
     ct_replica *r = &net->run.replicas[0];
     ct_backend *be = r->be;
     ct_err err = {0};
     long idx[BATCH], correct;
-    be->graphs = graphs;
+    be->capture = capture;
     int ok = be->ops->read_metrics(be, loss, &correct, 1, &err) == CT_OK;  /* clears them */
     for (int k = 1; k <= K && ok; k++) {
         for (int i = 0; i < BATCH; i++)
@@ -284,11 +284,11 @@ static int run_steps(ct_net *net, int graphs, ct_scaler *trace, double *loss)
             st = ct_train_step(&net->run, BATCH, lr, &err);
         if (st == CT_OK)
             st = be->ops->scaler_get(be, &trace[k - 1], &err);
-        CHECK_MSG(st == CT_OK, "%s step %d: %s", graphs ? "graph" : "direct", k, err.msg);
+        CHECK_MSG(st == CT_OK, "%s step %d: %s", capture ? "graph" : "direct", k, err.msg);
         ok = st == CT_OK;
     }
     ok = ok && be->ops->read_metrics(be, loss, &correct, 1, &err) == CT_OK;
-    CHECK_MSG(ok, "the %s run did not complete: %s", graphs ? "graph" : "direct", err.msg);
+    CHECK_MSG(ok, "the %s run did not complete: %s", capture ? "graph" : "direct", err.msg);
     return ok;
 }
 
@@ -305,9 +305,9 @@ int main(void)
     ct_graph *g = &r->graph;
     ct_backend *be = r->be;
 
-    snapshot init = {0}, direct = {0}, again = {0}, graph = {0};
-    ct_scaler tr_direct[K], tr_again[K], tr_graph[K];
-    double loss_direct = 0, loss_again = 0, loss_graph = 0;
+    snapshot init = {0}, direct = {0}, again = {0}, captured = {0};
+    ct_scaler tr_direct[K], tr_again[K], tr_captured[K];
+    double loss_direct = 0, loss_again = 0, loss_captured = 0;
     int ok = take(net, &init);
     CHECK_MSG(ok && init.scaler.scale == 16777216.0f && init.scaler.growth_steps == 2 && init.scaler.applied_steps == 0,
               "the first scale %g, growth %d", (double)init.scaler.scale, (int)init.scaler.growth_steps);
@@ -320,13 +320,13 @@ int main(void)
     ok = ok && run_steps(net, 0, tr_direct, &loss_direct) && take(net, &direct);
     be->ops = real_ops;
     ok = ok && restore(net, &init) && run_steps(net, 0, tr_again, &loss_again) && take(net, &again);
-    ok = ok && restore(net, &init) && run_steps(net, 1, tr_graph, &loss_graph) && take(net, &graph);
+    ok = ok && restore(net, &init) && run_steps(net, 1, tr_captured, &loss_captured) && take(net, &captured);
 
     if (ok) {
         int skips = 0, applied = 0, halvings = 0, doublings = 0;
         const ct_scaler *was = &init.scaler;
         for (int k = 0; k < K; k++) {
-            const ct_scaler *s = &tr_graph[k];
+            const ct_scaler *s = &tr_captured[k];
             int skipped = s->skipped_steps == was->skipped_steps + 1;
             int same = same_scaler(s, &tr_direct[k]) && same_scaler(s, &tr_again[k]);
             skips += skipped;
@@ -346,15 +346,15 @@ int main(void)
         CHECK_MSG(skips >= 1 && applied >= 1 && halvings >= 1 && doublings >= 1,
                   "the steps should skip, apply, halve and double: %d, %d, %d, %d", skips, applied, halvings,
                   doublings);
-        printf("loss sums: direct %.9g, again %.9g, graph %.9g\n", loss_direct, loss_again, loss_graph);
+        printf("loss sums: direct %.9g, again %.9g, graph %.9g\n", loss_direct, loss_again, loss_captured);
         CHECK_MSG(isfinite(loss_direct) && loss_direct > 0.0, "loss sum %g", loss_direct);
         /* accumulated on the device, perhaps with atomics in any order */
         CHECK_NEAR(loss_again, loss_direct, 1e-5 * fabs(loss_direct));
-        CHECK_NEAR(loss_graph, loss_direct, 1e-5 * fabs(loss_direct));
+        CHECK_NEAR(loss_captured, loss_direct, 1e-5 * fabs(loss_direct));
         CHECK_MSG(memcmp(direct.params, init.params, ct_tensor_bytes(&g->params)) != 0, "the steps changed nothing");
         /* a difference here is the direct step's own nondeterminism, not the graph's */
         compare_snapshots("direct vs direct again", &direct, &again, g);
-        compare_snapshots("direct vs run_step (graph)", &direct, &graph, g);
+        compare_snapshots("direct vs run_step (graph)", &direct, &captured, g);
         CHECK_MSG(be->ops->all_finite(be, &g->params, g->param_span), "non-finite weights");
     }
     printf("host reads: %d steps captured and inspected (%d nodes), %d failed captures, %d copies to host memory, "
@@ -364,12 +364,12 @@ int main(void)
     CHECK_MSG(reads.failed == 0, "the fp16 step could not be captured (a synchronisation inside it?): %s", reads.why);
     CHECK_MSG(reads.host_copies == 0 && reads.host_nodes == 0, "the fp16 step reads the device from the host: %d "
               "copies, %d callbacks", reads.host_copies, reads.host_nodes);
-    CHECK_MSG(be->graphs == 1 && ct_backend_note(net)[0] == '\0', "graphs %d after the graph run: %s", be->graphs,
+    CHECK_MSG(be->capture == 1 && ct_backend_note(net)[0] == '\0', "graphs %d after the graph run: %s", be->capture,
               ct_backend_note(net));
     drop(&init);
     drop(&direct);
     drop(&again);
-    drop(&graph);
+    drop(&captured);
     ct_close(net);
     return ct_test_done();
 }

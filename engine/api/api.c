@@ -219,7 +219,7 @@ static ct_status apply_memory(ct_net *net, ct_device *dev)
 /* [train]'s options for a backend. */
 static ct_backend_options backend_options(const ct_train_config *t)
 {
-    return (ct_backend_options){.graphs = t->graph != 0, .allow_tf32 = t->tf32 != 0, .deterministic = t->deterministic};
+    return (ct_backend_options){.capture = t->capture != 0, .allow_tf32 = t->tf32 != 0, .deterministic = t->deterministic};
 }
 
 /* The ordinals `devices` names among `count` visible GPUs (all: every one), or -1 after failing
@@ -305,7 +305,7 @@ static ct_status open_gpu(ct_net *net, int count, ct_device **dev, ct_backend **
     ct_registry_gpu()->name(ordinals[0], name, sizeof name, &total, &ignored);
     snprintf(net->backend_reason, sizeof net->backend_reason, "devices = %s: CUDA device %d (%s, %.1f GiB), graph %s",
              net->run.cfg.train.devices, ordinals[0], name, (double)total / (1024.0 * 1024.0 * 1024.0),
-             (*be)->graphs ? "on" : "off");
+             (*be)->capture ? "on" : "off");
     return CT_OK;
 }
 
@@ -423,7 +423,7 @@ static ct_status take_local_gpu(ct_net *net, int size, ct_device **dev, ct_backe
     ct_status st = open_gpu_one(net, net->gpu_ordinals[local], dev, be);
     if (st == CT_OK)
         snprintf(net->backend_reason, sizeof net->backend_reason, "devices = %s: CUDA device %d, graph %s",
-                 net->run.cfg.train.devices, net->gpu_ordinals[local], (*be)->graphs ? "on" : "off");
+                 net->run.cfg.train.devices, net->gpu_ordinals[local], (*be)->capture ? "on" : "off");
     return st;
 }
 

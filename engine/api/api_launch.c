@@ -52,7 +52,7 @@ ct_status ct_launch_report_get(ct_net *net, int batch, ct_launch_report *report,
     ct_gpu_model m;
     choose_model(net, &m);
     /* graph = auto means on for a GPU, and a GPU is what this models */
-    double per_launch = net->run.cfg.train.graph == 0 ? CT_LAUNCH_US_DIRECT : CT_LAUNCH_US_GRAPH;
+    double per_launch = net->run.cfg.train.capture == 0 ? CT_LAUNCH_US_DIRECT : CT_LAUNCH_US_CAPTURED;
     ct_layer_cost *costs = calloc((size_t)g->n_layers + 1, sizeof *costs);
     if (!costs)
         return ct_fail(&net->run.err, CT_ERR_NOMEM, "out of memory for the launch report");
@@ -76,7 +76,7 @@ ct_status ct_launch_report_get(ct_net *net, int batch, ct_launch_report *report,
         char launch_us[32], kernel_us[32];
         format_us(s.launch_us, launch_us, sizeof launch_us);
         format_us(s.kernel_us, kernel_us, sizeof kernel_us);
-        const char *advice = net->run.cfg.train.graph == 0
+        const char *advice = net->run.cfg.train.capture == 0
                                  ? "use wider layers, a larger batch, or graph = on"
                                  : "use wider layers or a larger batch (graph = on makes the step one launch, "
                                    "but the GPU still starts each kernel)";
@@ -100,7 +100,7 @@ ct_status ct_scaling_report_get(ct_net *net, int batch, double bus_gbps, ct_scal
         batch = net->run.cfg.train.batch;
     ct_gpu_model m;
     choose_model(net, &m);
-    double per_launch = net->run.cfg.train.graph == 0 ? CT_LAUNCH_US_DIRECT : CT_LAUNCH_US_GRAPH;
+    double per_launch = net->run.cfg.train.capture == 0 ? CT_LAUNCH_US_DIRECT : CT_LAUNCH_US_CAPTURED;
     ct_link_model link;
     ct_link_model_default(&link);
     if (bus_gbps > 0)

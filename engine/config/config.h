@@ -87,7 +87,7 @@ typedef struct ct_train_config {
     float comm_timeout;      /* seconds a replica waits for the others in a collective */
     int sync_bn;             /* 1: batch norm's statistics over the global batch (all replicas) */
     ct_comm_kind comm;       /* auto: NCCL over several GPUs, none for one; nccl: NCCL even for one */
-    int graph;               /* 1 on, 0 off, -1 auto (on for CUDA) */
+    int capture;             /* the graph key (CUDA graphs): 1 on, 0 off, -1 auto (on for CUDA) */
     int deterministic;       /* 1: cuDNN's deterministic convolution algorithms where one exists */
     int tf32;                /* 1: cuDNN's fp32 convolutions may use TF32 tensor cores (ignored on the CPU) */
     uint64_t seed;

@@ -19,7 +19,7 @@ _Static_assert(sizeof(ct_optimizer) == sizeof(int) && sizeof(ct_schedule) == siz
 
 static ct_status parse_batch(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 static ct_status parse_devices(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
-static ct_status parse_graph(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
+static ct_status parse_capture(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 static ct_status parse_memory(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 static ct_status parse_loss_scale(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 static ct_status parse_margin(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
@@ -86,7 +86,7 @@ static const ct_key_spec train_keys[] = {
      .flags = CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN, .min = 0},
     /* nccl forces NCCL's communicator even on one GPU (one rank), to test that path alone */
     {.name = "comm", .kind = CT_KEY_ENUM, .offset = T(comm), .def = "auto", .names = comm_names, .label = "comm"},
-    {.name = "graph", .kind = CT_KEY_CUSTOM, .parse = parse_graph, .offset = T(graph), .def = "auto"},
+    {.name = "graph", .kind = CT_KEY_CUSTOM, .parse = parse_capture, .offset = T(capture), .def = "auto"},
     /* off by default, as PyTorch's torch.backends.cudnn.deterministic */
     {.name = "deterministic", .kind = CT_KEY_BOOL, .offset = T(deterministic), .def = "off"},
     /* on by default, as PyTorch's torch.backends.cudnn.allow_tf32; off for parity runs, whose
@@ -242,7 +242,7 @@ static const char *devices_text(const ct_train_config *t, char *buf, size_t size
 }
 
 /* graph = on | off | auto (-1: decided by the backend). */
-static ct_status parse_graph(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
+static ct_status parse_capture(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
 {
     int *dst = (int *)((char *)base + ks->offset);
     int b = strcmp(text, "auto") == 0 ? -1 : ct_bool_word(text);

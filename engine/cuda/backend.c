@@ -45,7 +45,7 @@ static ct_status cuda_reserve(ct_backend *be, size_t workspace, size_t scratch, 
     CT_CUDA_CHECK(cudaSetDevice(be->dev->ordinal), err);
     CT_CUDA_CHECK(cudaStreamSynchronize(cu->compute), err);
     CT_CUDA_CHECK(cudaStreamSynchronize(cu->copy), err);
-    ct_cuda_graph_reset(cu);
+    ct_cuda_capture_reset(cu);
     release_buffers(cu);
     cu->workspace = be->dev->ops->alloc(be->dev, workspace);
     cu->scratch = be->dev->ops->alloc(be->dev, scratch);
@@ -137,7 +137,7 @@ static ct_status cuda_scaler_set(ct_backend *be, const ct_scaler *s, ct_err *err
     int scaling = s != NULL;
     CT_CUDA_CHECK(cudaStreamSynchronize(cu->compute), err);
     if (scaling != cu->scaling)
-        ct_cuda_graph_reset(cu);
+        ct_cuda_capture_reset(cu);
     cu->scaling = scaling;
     if (!s)
         return CT_OK;
@@ -223,7 +223,7 @@ static void cuda_destroy(ct_backend *be)
         cudaSetDevice(be->dev->ordinal);
         cudaStreamSynchronize(cu->compute);
         cudaStreamSynchronize(cu->copy);
-        ct_cuda_graph_free(cu);
+        ct_cuda_capture_free(cu);
         ct_cuda_input_free(cu);
         ct_cuda_dnn_free(cu);
         ct_cuda_matmul_free(cu);
@@ -253,7 +253,7 @@ static const ct_backend_ops cuda_ops = {
     .input_wait = ct_cuda_input_wait,
     .set_step = cuda_set_step,
     .run_step = ct_cuda_run_step,
-    .forget = ct_cuda_graph_forget,
+    .forget = ct_cuda_capture_forget,
     .loss = ct_cuda_loss,
     .read_metrics = ct_cuda_read_metrics,
     .peek_metrics = ct_cuda_peek_metrics,
@@ -314,7 +314,7 @@ ct_status ct_cuda_backend_create(ct_backend **out, ct_device *dev, const ct_back
     be->ops = &cuda_ops;
     be->dev = dev;
     be->impl = cu;
-    be->graphs = opt->graphs != 0;
+    be->capture = opt->capture != 0;
     cu->dev = dev;
     cu->compute = cd->compute;
     cu->copy = cd->copy;
@@ -326,7 +326,7 @@ ct_status ct_cuda_backend_create(ct_backend **out, ct_device *dev, const ct_back
     if (st == CT_OK)
         st = ct_cuda_dnn_init(cu, err);
     if (st == CT_OK)
-        st = ct_cuda_graph_init(cu, err);
+        st = ct_cuda_capture_init(cu, err);
     if (st != CT_OK) {
         cuda_destroy(be);
         return st;

@@ -13,14 +13,14 @@
 #include "cuda/cuda_internal.h"
 #include "step_cache.h"
 
-struct ct_graph_cache {
+struct ct_capture_cache {
     ct_step_cache steps;
 };
 
-ct_status ct_cuda_graph_init(ct_cuda *cu, ct_err *err)
+ct_status ct_cuda_capture_init(ct_cuda *cu, ct_err *err)
 {
-    cu->graph = calloc(1, sizeof *cu->graph);
-    if (!cu->graph)
+    cu->captures = calloc(1, sizeof *cu->captures);
+    if (!cu->captures)
         return ct_fail(err, CT_ERR_NOMEM, "out of memory for the CUDA graph cache");
     return CT_OK;
 }
@@ -32,30 +32,30 @@ static void release_exec(void *exec)
     (void)cudaGraphExecDestroy((cudaGraphExec_t)exec);
 }
 
-void ct_cuda_graph_reset(ct_cuda *cu)
+void ct_cuda_capture_reset(ct_cuda *cu)
 {
-    if (cu->graph)
-        ct_step_cache_forget(&cu->graph->steps, NULL, release_exec);
+    if (cu->captures)
+        ct_step_cache_forget(&cu->captures->steps, NULL, release_exec);
 }
 
-void ct_cuda_graph_forget(ct_backend *be, const void *net)
+void ct_cuda_capture_forget(ct_backend *be, const void *net)
 {
     ct_cuda *cu = ct_cuda_of(be);
-    if (cu && cu->graph)
-        ct_step_cache_forget(&cu->graph->steps, net, release_exec);
+    if (cu && cu->captures)
+        ct_step_cache_forget(&cu->captures->steps, net, release_exec);
 }
 
-void ct_cuda_graph_free(ct_cuda *cu)
+void ct_cuda_capture_free(ct_cuda *cu)
 {
-    ct_cuda_graph_reset(cu);
-    free(cu->graph);
-    cu->graph = NULL;
+    ct_cuda_capture_reset(cu);
+    free(cu->captures);
+    cu->captures = NULL;
 }
 
 /* Captures key->fn's work into e->exec. On failure nothing ran: the caller may run it directly. */
 static ct_status capture(ct_cuda *cu, ct_step_entry *e, void *ctx, ct_err *err)
 {
-    cudaGraph_t graph = NULL;
+    cudaGraph_t recorded = NULL;
     cudaGraphExec_t exec = NULL;
     /* thread-local: the input pipeline's threads keep calling CUDA while this thread captures */
     cudaError_t begin = cudaStreamBeginCapture(cu->compute, cudaStreamCaptureModeThreadLocal);
@@ -64,13 +64,13 @@ static ct_status capture(ct_cuda *cu, ct_step_entry *e, void *ctx, ct_err *err)
         return CT_CUDA_STATUS(begin, err);
     }
     ct_status st = e->key.fn(ctx, err);
-    cudaError_t end = cudaStreamEndCapture(cu->compute, &graph);
+    cudaError_t end = cudaStreamEndCapture(cu->compute, &recorded);
     if (st == CT_OK)
         st = CT_CUDA_STATUS(end, err);
     if (st == CT_OK)
-        st = CT_CUDA_STATUS(cudaGraphInstantiate(&exec, graph, 0), err);
-    if (graph)
-        (void)cudaGraphDestroy(graph);  /* the instantiated exec no longer needs it */
+        st = CT_CUDA_STATUS(cudaGraphInstantiate(&exec, recorded, 0), err);
+    if (recorded)
+        (void)cudaGraphDestroy(recorded);  /* the instantiated exec no longer needs it */
     if (st != CT_OK) {
         exec = NULL;
         (void)cudaGetLastError();  /* a failed capture must not surface at the next launch */
@@ -82,10 +82,10 @@ static ct_status capture(ct_cuda *cu, ct_step_entry *e, void *ctx, ct_err *err)
 ct_status ct_cuda_run_step(ct_backend *be, const ct_step_key *key, void *ctx, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
-    if (!be->graphs)
+    if (!be->capture)
         return key->fn(ctx, err);
     ct_step_entry *e = NULL;
-    ct_step_action action = ct_step_cache_next(&cu->graph->steps, key, &e, release_exec);
+    ct_step_action action = ct_step_cache_next(&cu->captures->steps, key, &e, release_exec);
     if (action == CT_STEP_DIRECT)
         return key->fn(ctx, err);
     if (action == CT_STEP_CAPTURE) {
@@ -98,7 +98,7 @@ ct_status ct_cuda_run_step(ct_backend *be, const ct_step_key *key, void *ctx, ct
                 return st;
         } else if (!captured) {
             /* keep training without graphs rather than stop: say why, once */
-            be->graphs = 0;
+            be->capture = 0;
             snprintf(be->note, sizeof be->note, "CUDA graph capture failed, running without graphs: %.190s", why.msg);
             return key->fn(ctx, err);
         }

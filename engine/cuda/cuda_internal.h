@@ -52,7 +52,7 @@ typedef struct ct_dnn_cache {
 /* ---- backend.c ---- */
 
 typedef struct ct_lt_plans ct_lt_plans;         /* matmul.c: per-shape matmul plans */
-typedef struct ct_graph_cache ct_graph_cache;   /* capture.c: captured steps by step key */
+typedef struct ct_capture_cache ct_capture_cache;   /* capture.c: captured steps by step key */
 typedef struct ct_input_ring ct_input_ring;     /* input.c: device staging buffers */
 
 typedef struct ct_cuda {
@@ -98,7 +98,7 @@ typedef struct ct_cuda {
     ct_lt_plans *plans;
     ct_dnn_cache conv;           /* conv2d.c: descriptors and measured algorithms per shape */
     ct_dnn_cache bn;             /* batchnorm.c: descriptors per shape */
-    ct_graph_cache *graph;
+    ct_capture_cache *captures;
     ct_input_ring *input;
 } ct_cuda;
 
@@ -180,13 +180,13 @@ int ct_cuda_conv_pick(const ct_conv_algo_perf *perf, int count, size_t limit, in
                       int *fell_back);
 
 /* ---- capture.c ---- */
-ct_status ct_cuda_graph_init(ct_cuda *cu, ct_err *err);
-void ct_cuda_graph_free(ct_cuda *cu);
+ct_status ct_cuda_capture_init(ct_cuda *cu, ct_err *err);
+void ct_cuda_capture_free(ct_cuda *cu);
 /* Drops every captured step (they hold the addresses of the backend's buffers, which reserve
  * replaces). */
-void ct_cuda_graph_reset(ct_cuda *cu);
+void ct_cuda_capture_reset(ct_cuda *cu);
 /* The backend's forget: drops the captured steps of network net. */
-void ct_cuda_graph_forget(ct_backend *be, const void *net);
+void ct_cuda_capture_forget(ct_backend *be, const void *net);
 ct_status ct_cuda_run_step(ct_backend *be, const ct_step_key *key, void *ctx, ct_err *err);
 
 /* ---- input.c ---- */

@@ -38,7 +38,7 @@ void ct_gpu_model_from_properties(ct_gpu_model *m, const char *name, int sms, in
  * kernel cost a few microseconds each without CUDA graphs; a captured step is one launch, and
  * the GPU still spends about a microsecond starting each kernel inside it. */
 #define CT_LAUNCH_US_DIRECT 3.0
-#define CT_LAUNCH_US_GRAPH 1.0
+#define CT_LAUNCH_US_CAPTURED 1.0
 
 /* One layer, forward and backward at a batch. */
 typedef struct ct_layer_cost {

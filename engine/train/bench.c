@@ -147,7 +147,7 @@ ct_status ct_train_bench(ct_run *run, int warmup, long steps, ct_bench_result *o
     *out = (ct_bench_result){
         .batch = run->batch, .steps = done, .ms_per_step = total / (double)done, .ms_per_step_min = best,
         .images_per_s = total > 0 ? (double)run->batch * (double)done / (total / 1000.0) : 0.0,
-        .graph = be->graphs, .precision = ct_precision_name(run->cfg.train.precision),
+        .graph = be->capture, .precision = ct_precision_name(run->cfg.train.precision),
         .loss_scale = scaled ? sc.scale : -1.0, .skipped_steps = scaled ? (long)sc.skipped_steps : -1,
     };
     return CT_OK;
