@@ -73,10 +73,10 @@ partial_sums_kernel(const T *x, const T *dy, const float *m, double *partials, l
     p1[ty][tx] = a1;
     p2[ty][tx] = a2;
     __syncthreads();
-    for (int half = kLanes / 2; half > 0; half /= 2) {
-        if (ty < half) {
-            p1[ty][tx] += p1[ty + half][tx];
-            p2[ty][tx] += p2[ty + half][tx];
+    for (int span = kLanes / 2; span > 0; span /= 2) {
+        if (ty < span) {
+            p1[ty][tx] += p1[ty + span][tx];
+            p2[ty][tx] += p2[ty + span][tx];
         }
         __syncthreads();
     }

@@ -224,9 +224,9 @@ __device__ double block_column_sum(const T *dy, long long first, long long last,
     }
     part[ty][tx] = acc;
     __syncthreads();
-    for (int half = kSumRows / 2; half > 0; half /= 2) {
-        if (ty < half)
-            part[ty][tx] += part[ty + half][tx];
+    for (int span = kSumRows / 2; span > 0; span /= 2) {
+        if (ty < span)
+            part[ty][tx] += part[ty + span][tx];
         __syncthreads();
     }
     return part[0][tx];

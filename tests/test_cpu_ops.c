@@ -643,11 +643,11 @@ static void test_activation_values(void)
     ct_cpu_activation_forward(CT_ACT_LINEAR, x, y, 4);
     CHECK(memcmp(x, y, sizeof x) == 0);
     /* gelu'(0) = 0.5 (from x), sigmoid'(0) = 0.25 (from y = 0.5), both added to what dx held */
-    const float zero = 0, half = 0.5f, one = 1;
+    const float zero = 0, mid = 0.5f, one = 1;
     float d = 1;
     ct_cpu_activation_backward(CT_ACT_GELU, &zero, NULL, &one, &d, 1, 1);
     CHECK_NEAR(d, 1.5, 1e-6);
-    ct_cpu_activation_backward(CT_ACT_SIGMOID, NULL, &half, &one, &d, 1, 1);
+    ct_cpu_activation_backward(CT_ACT_SIGMOID, NULL, &mid, &one, &d, 1, 1);
     CHECK_NEAR(d, 1.75, 1e-6);
     /* relu and leaky given y in x's place, as a fused activation without its pre-activation does:
      * y > 0 exactly where x > 0, so the same gradients */

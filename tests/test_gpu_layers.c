@@ -523,7 +523,7 @@ static void case_body(const char *cs, ct_net *net, ct_graph *gg, unsigned flags)
         float *hg = fetch_f32(gpu, &gg->params_half, gg->param_span);
         size_t differ = 0;
         for (size_t i = 0; hg && i < gg->param_span; i++) {
-            float want = gg->half == CT_DTYPE_F16 ? ct_round_f16(pc[i]) : ct_round_bf16(pc[i]);
+            float want = gg->compute_dtype == CT_DTYPE_F16 ? ct_round_f16(pc[i]) : ct_round_bf16(pc[i]);
             differ += memcmp(&hg[i], &want, sizeof want) != 0;
         }
         printf("%-24s %-7s %-10s %zu of %zu half weights differ from the masters' rounding%s\n", cs, "init", "",
@@ -701,7 +701,7 @@ static void run_case_with(const char *base, const char *shape, int batch, const 
          * is what its figures below measure */
         for (int i = 0; i < gg.n_layers - 1; i++)
             if (gg.layers[i].type == CT_LAYER_BATCHNORM)
-                CHECK_MSG(gg.layers[i].dtype == gg.half, "[%s] %s: batch norm in %s in a %s round", cs,
+                CHECK_MSG(gg.layers[i].dtype == gg.compute_dtype, "[%s] %s: batch norm in %s in a %s round", cs,
                           gg.layers[i].cfg->name, ct_dtype_name(gg.layers[i].dtype), prec->name);
         /* the pre-activation is kept exactly where the activation's gradient needs it (gelu) */
         for (int i = 0; i < gg.n_layers; i++) {

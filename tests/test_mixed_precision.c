@@ -74,7 +74,7 @@ static double rel_error(const float *a, const float *b, size_t n)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-static ct_dtype half_of(const char *precision)
+static ct_dtype compute_dtype_of(const char *precision)
 {
     return strcmp(precision, "fp16") == 0 ? CT_DTYPE_F16 : strcmp(precision, "bf16") == 0 ? CT_DTYPE_BF16
                                                                                           : CT_DTYPE_F32;
@@ -91,15 +91,15 @@ static void test_dtypes_and_plan(void)
             continue;
         ct_replica *r = &net->run.replicas[0];
         ct_graph *g = &r->graph;
-        ct_dtype half = half_of(precisions[p]);
+        ct_dtype compute = compute_dtype_of(precisions[p]);
         for (int i = 0; i < g->n_layers; i++) {
             const ct_layer *l = &g->layers[i];
             const char *name = l->cfg->name;
             int pinned = strcmp(name, "c2") == 0 || strcmp(name, "bn2") == 0 || strcmp(name, "out") == 0;
-            ct_dtype want = pinned ? CT_DTYPE_F32 : half;
+            ct_dtype want = pinned ? CT_DTYPE_F32 : compute;
             CHECK_MSG(l->dtype == want && l->y->dtype == want && l->dy->dtype == want, "%s: [%s] is %s, want %s",
                       precisions[p], name, ct_dtype_name(l->dtype), ct_dtype_name(want));
-            int half_w = half != CT_DTYPE_F32 && !pinned && (l->type == CT_LAYER_DENSE || l->type == CT_LAYER_CONV2D);
+            int half_w = compute != CT_DTYPE_F32 && !pinned && (l->type == CT_LAYER_DENSE || l->type == CT_LAYER_CONV2D);
             CHECK_MSG((l->w_half != NULL) == half_w, "%s: [%s] half weights %d", precisions[p], name, half_w);
             if (l->dw)
                 CHECK(l->dw->dtype == CT_DTYPE_F32 && l->w->dtype == CT_DTYPE_F32);
@@ -116,9 +116,9 @@ static void test_dtypes_and_plan(void)
         for (int d = 0; d < CT_DTYPE_COUNT; d++)
             by += plan.by_dtype[d];
         CHECK_MSG(by == plan.total, "%s: bytes by dtype %zu, total %zu", precisions[p], by, plan.total);
-        CHECK(plan.params_half == (half == CT_DTYPE_F32 ? 0 : g->param_span * 2));
-        if (half != CT_DTYPE_F32)
-            CHECK(plan.by_dtype[half] > 0 && g->params_half.dtype == half);
+        CHECK(plan.params_half == (compute == CT_DTYPE_F32 ? 0 : g->param_span * 2));
+        if (compute != CT_DTYPE_F32)
+            CHECK(plan.by_dtype[compute] > 0 && g->params_half.dtype == compute);
         printf("%s: plan %zu bytes (fp32 %zu, fp16 %zu, bf16 %zu)\n", precisions[p], plan.total,
                plan.by_dtype[CT_DTYPE_F32], plan.by_dtype[CT_DTYPE_F16], plan.by_dtype[CT_DTYPE_BF16]);
         ct_close(net);
@@ -146,9 +146,9 @@ static void test_layers_against_fp32(const char *precision, double tol_y, double
     CHECK(memcmp(a->params.data, b->params.data, ct_tensor_bytes(&a->params)) == 0);
     for (size_t i = 0; i < b->param_span; i++) {
         float w = ((float *)b->params.data)[i];
-        float h = b->half == CT_DTYPE_F16 ? ct_f32_from_f16(((uint16_t *)b->params_half.data)[i])
+        float h = b->compute_dtype == CT_DTYPE_F16 ? ct_f32_from_f16(((uint16_t *)b->params_half.data)[i])
                                     : ct_f32_from_bf16(((uint16_t *)b->params_half.data)[i]);
-        if (h != (b->half == CT_DTYPE_F16 ? ct_round_f16(w) : ct_round_bf16(w))) {
+        if (h != (b->compute_dtype == CT_DTYPE_F16 ? ct_round_f16(w) : ct_round_bf16(w))) {
             CHECK_MSG(0, "%s: half copy [%zu] = %g is not the rounding of %g", precision, i, h, w);
             break;
         }
@@ -177,7 +177,7 @@ static void test_layers_against_fp32(const char *precision, double tol_y, double
     CHECK(be_a->ops->loss(be_a, ct_graph_output(a)->y, &a->labels, ct_graph_output(a)->dy, n, &err) == CT_OK);
     CHECK(be_b->ops->loss(be_b, ct_graph_output(b)->y, &b->labels, ct_graph_output(b)->dy, n, &err) == CT_OK);
     CHECK(ct_graph_backward(a, n, &err) == CT_OK && ct_graph_backward(b, n, &err) == CT_OK);
-    if (b->half == CT_DTYPE_F16)
+    if (b->compute_dtype == CT_DTYPE_F16)
         CHECK(be_b->ops->unscale(be_b, &b->grads, &err) == CT_OK);
     for (int i = 0; i < a->n_layers; i++) {
         const ct_layer *la = &a->layers[i], *lb = &b->layers[i];

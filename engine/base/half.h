@@ -26,8 +26,8 @@ static inline float ct_f32_from_bits(uint32_t x)
 /* q, the truncated value, plus one where the dropped bits rem (of `bits` bits) round it up. */
 static inline uint32_t ct_round_even_(uint32_t q, uint32_t rem, int bits)
 {
-    const uint32_t half = 1u << (bits - 1);
-    return q + (rem > half || (rem == half && (q & 1u)));
+    const uint32_t halfway = 1u << (bits - 1);
+    return q + (rem > halfway || (rem == halfway && (q & 1u)));
 }
 
 static inline uint16_t ct_f16_from_f32(float f)

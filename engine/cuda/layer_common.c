@@ -23,17 +23,17 @@ ct_status ct_cuda_check_layer(const ct_layer *l, int n, ct_err *err)
     all[count++] = l->y;
     for (int k = 0; k < l->n_in; k++)
         all[count++] = l->x[k];
-    ct_dtype half = CT_DTYPE_F32;
+    ct_dtype seen_half = CT_DTYPE_F32;  /* the first fp16 or bf16 tensor's dtype; fp32: none yet */
     for (int i = 0; i < count; i++) {
         ct_dtype t = all[i] ? all[i]->dtype : l->dtype;
         if (!known_dtype(t))
             return ct_fail(err, CT_ERR_BACKEND, "[%s] the CUDA backend runs fp32, fp16 and bf16 layers (this one "
                                                 "has %s tensors)", layer_name(l), ct_dtype_name(t));
         if (ct_dtype_is_half(t)) {
-            if (half != CT_DTYPE_F32 && half != t)
+            if (seen_half != CT_DTYPE_F32 && seen_half != t)
                 return ct_fail(err, CT_ERR_BACKEND, "[%s] mixes %s and %s tensors", layer_name(l),
-                               ct_dtype_name(half), ct_dtype_name(t));
-            half = t;
+                               ct_dtype_name(seen_half), ct_dtype_name(t));
+            seen_half = t;
         }
     }
     return CT_OK;

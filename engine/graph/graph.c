@@ -58,12 +58,12 @@ static void assign_dtypes(ct_graph *g)
 {
     for (int i = 0; i < g->n_layers; i++) {
         ct_layer *l = &g->layers[i];
-        if (g->half == CT_DTYPE_F32 || i == g->n_layers - 1 || l->cfg->dtype == CT_LAYER_DTYPE_FP32)
+        if (g->compute_dtype == CT_DTYPE_F32 || i == g->n_layers - 1 || l->cfg->dtype == CT_LAYER_DTYPE_FP32)
             l->dtype = CT_DTYPE_F32;
         else if (l->def->aliases_input)
             l->dtype = l->in[0] == CT_INPUT_NODE ? CT_DTYPE_F32 : g->layers[l->in[0]].dtype;
         else
-            l->dtype = g->half;
+            l->dtype = g->compute_dtype;
         l->touches_half = ct_dtype_is_half(l->dtype);
         for (int k = 0; k < l->n_in; k++)
             if (l->in[k] != CT_INPUT_NODE && ct_dtype_is_half(g->layers[l->in[k]].dtype))
@@ -93,7 +93,7 @@ ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int 
     g->input = input;
     g->classes = classes;
     g->precision = cfg->train.precision;
-    g->half = g->precision == CT_PREC_FP16 ? CT_DTYPE_F16 : g->precision == CT_PREC_BF16 ? CT_DTYPE_BF16 : CT_DTYPE_F32;
+    g->compute_dtype = g->precision == CT_PREC_FP16 ? CT_DTYPE_F16 : g->precision == CT_PREC_BF16 ? CT_DTYPE_BF16 : CT_DTYPE_F32;
     g->layers = calloc((size_t)cfg->n_layers, sizeof *g->layers);
     if (!g->layers)
         return ct_fail(err, CT_ERR_NOMEM, "out of memory building the network");
@@ -307,7 +307,7 @@ ct_status ct_graph_set_params(ct_graph *g, const float *host, ct_err *err)
     if (!half)
         return ct_fail(err, CT_ERR_NOMEM, "out of memory for the half copy of %zu parameters", g->param_span);
     for (size_t i = 0; i < g->param_span; i++)
-        half[i] = g->half == CT_DTYPE_F16 ? ct_f16_from_f32(host[i]) : ct_bf16_from_f32(host[i]);
+        half[i] = g->compute_dtype == CT_DTYPE_F16 ? ct_f16_from_f32(host[i]) : ct_bf16_from_f32(host[i]);
     st = dev->ops->upload(dev, g->params_half.data, half, ct_tensor_bytes(&g->params_half), err);
     free(half);
     return st;
@@ -369,12 +369,12 @@ ct_status ct_graph_bind(ct_graph *g, ct_backend *be, int batch, ct_optimizer opt
     g->opt_m = has_m(opt) ? own_flat(g, CT_DTYPE_F32, g->param_span) : ct_tensor_flat(NULL, CT_DTYPE_F32, 0);
     g->opt_v = has_v(opt) ? own_flat(g, CT_DTYPE_F32, g->param_span) : ct_tensor_flat(NULL, CT_DTYPE_F32, 0);
     g->state = own_flat(g, CT_DTYPE_F32, g->n_state);
-    g->params_half = g->half != CT_DTYPE_F32 ? own_flat(g, g->half, g->param_span) : ct_tensor_flat(NULL, g->half, 0);
+    g->params_half = g->compute_dtype != CT_DTYPE_F32 ? own_flat(g, g->compute_dtype, g->param_span) : ct_tensor_flat(NULL, g->compute_dtype, 0);
     g->x = own_tensor(g, CT_DTYPE_F32, batch, g->input);
     g->labels = own_tensor(g, CT_DTYPE_I32, batch, (ct_shape){1, 1, 1});
     if (!g->params.data || !g->grads.data || !g->state.data || !g->x.data || !g->labels.data ||
         (has_m(opt) && !g->opt_m.data) || (has_v(opt) && !g->opt_v.data) ||
-        (g->half != CT_DTYPE_F32 && !g->params_half.data)) {
+        (g->compute_dtype != CT_DTYPE_F32 && !g->params_half.data)) {
         ct_fail(err, CT_ERR_NOMEM, "allocating %zu parameters and their optimizer state", g->n_params);
         return explain_oom(g, be, batch, opt, err);
     }

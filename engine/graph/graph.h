@@ -19,7 +19,8 @@ typedef struct ct_graph {
                               * (w_off, b_off), zero padding between them */
     size_t n_state;          /* elements of non-trained state (batch-norm running statistics) */
     ct_precision precision;  /* [train] precision: the layers' dtypes follow it */
-    ct_dtype half;           /* fp16 or bf16 in a mixed-precision run, fp32 otherwise */
+    ct_dtype compute_dtype;  /* the layers' dtype unless pinned to fp32: fp16 or bf16 in a mixed-precision
+                              * run, fp32 otherwise */
 
     /* Bound by ct_graph_bind (backend memory). Flat tensors (params, grads, opt_m, opt_v of
      * param_span elements); opt_m, opt_v have NULL data when the optimizer keeps no such moment. */

@@ -179,13 +179,13 @@ void ct_step_cost_estimate(const ct_graph *g, int batch, ct_optimizer opt, const
     }
     /* Beyond the layers: the input batch's conversion from bytes, the loss, the optimizer's one
      * pass over the flat parameters, and in fp16 the loss scaler's unscale, check and update. */
-    int half = g->precision == CT_PREC_FP16;
-    s.launches += 3 + (half ? 3 : 0);
+    int fp16 = g->precision == CT_PREC_FP16;
+    s.launches += 3 + (fp16 ? 3 : 0);
     double input = (double)batch * (double)ct_shape_size(g->input) * (1.0 + 4.0);
     double logits = (double)batch * (double)g->classes * 4.0 * 2.0;
     /* weights and gradients read, weights written, each moment read and written */
     int moments = opt == CT_OPT_SGD ? 0 : opt == CT_OPT_MOMENTUM ? 1 : 2;
-    double update = (double)g->param_span * 4.0 * (3.0 + 2.0 * moments + (half ? 2.0 : 0.0));
+    double update = (double)g->param_span * 4.0 * (3.0 + 2.0 * moments + (fp16 ? 2.0 : 0.0));
     s.kernel_us += roofline_us(0.0, input + logits + update, 0.0, m->bandwidth);
     s.launch_us = (double)s.launches * per_launch_us;
     s.warn = s.layers > 0 && 2 * s.launch_bound > s.layers;

@@ -121,13 +121,13 @@ void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer op
     size_t *by = plan->by_dtype;
     memset(plan, 0, sizeof *plan);
     plan->params = 2 * pbytes;
-    plan->params_half = g->half != CT_DTYPE_F32 ? g->param_span * ct_dtype_size(g->half) : 0;
+    plan->params_half = g->compute_dtype != CT_DTYPE_F32 ? g->param_span * ct_dtype_size(g->compute_dtype) : 0;
     plan->optimizer = (size_t)(has_m(opt) + has_v(opt)) * pbytes;
     plan->state = g->n_state * ct_dtype_size(CT_DTYPE_F32);
     plan->inputs = n * ct_shape_size(g->input) * ct_dtype_size(CT_DTYPE_F32) + n * ct_dtype_size(CT_DTYPE_I32);
     by[CT_DTYPE_F32] += plan->params + plan->optimizer + plan->state + n * ct_shape_size(g->input) * sizeof(float);
     by[CT_DTYPE_I32] += n * ct_dtype_size(CT_DTYPE_I32);
-    by[g->half] += plan->params_half;
+    by[g->compute_dtype] += plan->params_half;
     for (int i = 0; i < g->n_layers; i++) {
         const ct_layer *l = &g->layers[i];
         size_t out = n * ct_shape_size(l->out) * ct_dtype_size(l->dtype);
@@ -143,7 +143,7 @@ void ct_graph_plan(const ct_graph *g, ct_backend *be, int batch, ct_optimizer op
     /* the block is bytes that hold gradients of several dtypes in turn: counted as the
      * activations' type (the half type in a mixed-precision run) */
     plan->gradients = ct_graph_grad_layout(g, batch, NULL);
-    by[g->half] += plan->gradients;
+    by[g->compute_dtype] += plan->gradients;
     ct_graph_backend_sizes(g, be, batch, &workspace, &scratch);
     plan->workspace = workspace + scratch;
     by[CT_DTYPE_U8] += plan->workspace;

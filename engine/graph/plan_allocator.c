@@ -17,8 +17,8 @@ void ct_graph_plan_allocator(const ct_graph *g, ct_backend *be, int batch, ct_op
     /* ct_graph_bind: params, grads, the moments, state, the half copy, x, labels */
     padding += pad(pbytes) * (size_t)(2 + has_m(opt) + has_v(opt));
     padding += pad(g->n_state * ct_dtype_size(CT_DTYPE_F32));
-    if (g->half != CT_DTYPE_F32)
-        padding += pad(g->param_span * ct_dtype_size(g->half));
+    if (g->compute_dtype != CT_DTYPE_F32)
+        padding += pad(g->param_span * ct_dtype_size(g->compute_dtype));
     padding += pad(x_bytes) + pad(y_bytes);
     /* bind_layers: the activation gradients' block (shared where lifetimes allow), then each
      * layer's y, z and aux */
