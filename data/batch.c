@@ -50,8 +50,8 @@ static crop_plan plan_for(const ct_augment *aug, int augmenting, uint64_t seed, 
 }
 
 // img: (h, w, c) uint8; out: (h, w, c) float32
-static void augment_one(const uint8_t *img, ct_shape s, int pad, crop_plan p, const float *scale,
-                        const float *bias, float *out)
+static void augment_one(const uint8_t *img, ct_shape s, int pad, crop_plan p, const float *norm_scale,
+                        const float *norm_bias, float *out)
 {
     for (int y = 0; y < s.h; y++) {
         int sy = y + p.dy - pad;   /* source row; outside the image it is padding */
@@ -61,39 +61,39 @@ static void augment_one(const uint8_t *img, ct_shape s, int pad, crop_plan p, co
             const uint8_t *src = inside ? img + ((size_t)sy * s.w + sx) * s.c : NULL;
             float *dst = out + ((size_t)y * s.w + x) * s.c;
             for (int c = 0; c < s.c; c++)
-                dst[c] = (float)(src ? src[c] : 0) * scale[c] + bias[c];   /* padding is pixel 0 */
+                dst[c] = (float)(src ? src[c] : 0) * norm_scale[c] + norm_bias[c];   /* padding is pixel 0 */
         }
     }
 }
 
 /* ((p / 255) - mean) / std folded into one multiply-add per pixel. */
-void ct_augment_fold(const ct_augment *aug, float *scale, float *bias)
+void ct_augment_fold(const ct_augment *aug, float *norm_scale, float *norm_bias)
 {
     for (int c = 0; c < CT_MAX_CHANNELS; c++) {
-        scale[c] = 1.0f / (255.0f * aug->std[c]);
-        bias[c] = -aug->mean[c] / aug->std[c];
+        norm_scale[c] = 1.0f / (255.0f * aug->std[c]);
+        norm_bias[c] = -aug->mean[c] / aug->std[c];
     }
 }
 
 /* The one per-sample step every batch maker shares: sample k of ds at position i of the batch.
  * x: (h, w, c) float32 out; y: one label out. */
 static void sample_into(const ct_dataset *ds, long k, int i, const ct_augment *aug, int augmenting,
-                        uint64_t augment_seed, const float *scale, const float *bias, float *x, int32_t *y)
+                        uint64_t augment_seed, const float *norm_scale, const float *norm_bias, float *x, int32_t *y)
 {
     ct_shape s = ds->shape;
     size_t size = ct_shape_size(s);
     int pad = augmenting ? aug->crop_pad : 0;
     crop_plan p = plan_for(aug, augmenting, augment_seed, i);
-    augment_one(ds->images + (size_t)k * size, s, pad, p, scale, bias, x);
+    augment_one(ds->images + (size_t)k * size, s, pad, p, norm_scale, norm_bias, x);
     *y = ds->labels ? ds->labels[k] : 0; /* images to predict carry no labels */
 }
 
 void ct_make_sample(const ct_dataset *ds, long index, int i, const ct_augment *aug, int augmenting,
                     uint64_t augment_seed, float *x, int32_t *y)
 {
-    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
-    ct_augment_fold(aug, scale, bias);
-    sample_into(ds, index, i, aug, augmenting, augment_seed, scale, bias, x, y);
+    float norm_scale[CT_MAX_CHANNELS], norm_bias[CT_MAX_CHANNELS];
+    ct_augment_fold(aug, norm_scale, norm_bias);
+    sample_into(ds, index, i, aug, augmenting, augment_seed, norm_scale, norm_bias, x, y);
 }
 
 // x: (n, h, w, c) float32; y: (n) int32
@@ -101,11 +101,12 @@ void ct_make_batch(const ct_dataset *ds, const long *indices, int n, const ct_au
                    int augmenting, uint64_t augment_seed, float *x, int32_t *y)
 {
     size_t size = ct_shape_size(ds->shape);
-    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
-    ct_augment_fold(aug, scale, bias);
+    float norm_scale[CT_MAX_CHANNELS], norm_bias[CT_MAX_CHANNELS];
+    ct_augment_fold(aug, norm_scale, norm_bias);
     #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++)
-        sample_into(ds, indices[i], i, aug, augmenting, augment_seed, scale, bias, x + (size_t)i * size, y + i);
+        sample_into(ds, indices[i], i, aug, augmenting, augment_seed, norm_scale, norm_bias, x + (size_t)i * size,
+                    y + i);
 }
 
 // x: (n, h, w, c) float32; y: (n) int32
@@ -113,10 +114,11 @@ void ct_make_batch_serial(const ct_dataset *ds, const long *indices, int n, cons
                           int augmenting, uint64_t augment_seed, float *x, int32_t *y)
 {
     size_t size = ct_shape_size(ds->shape);
-    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
-    ct_augment_fold(aug, scale, bias);
+    float norm_scale[CT_MAX_CHANNELS], norm_bias[CT_MAX_CHANNELS];
+    ct_augment_fold(aug, norm_scale, norm_bias);
     for (int i = 0; i < n; i++)
-        sample_into(ds, indices[i], i, aug, augmenting, augment_seed, scale, bias, x + (size_t)i * size, y + i);
+        sample_into(ds, indices[i], i, aug, augmenting, augment_seed, norm_scale, norm_bias, x + (size_t)i * size,
+                    y + i);
 }
 
 void ct_make_sample_u8(const ct_dataset *ds, long index, uint8_t *x, int32_t *y)

@@ -46,9 +46,9 @@ typedef struct ct_augment {
 } ct_augment;
 
 void ct_augment_from_config(ct_augment *aug, const ct_data_settings *dc, int channels);
-/* ((p / 255) - mean) / std folded into p * scale + bias per channel (CT_MAX_CHANNELS each): the
+/* ((p / 255) - mean) / std folded into p * norm_scale + norm_bias per channel (CT_MAX_CHANNELS each): the
  * one place these floats are computed, so the device's augmentation gets the same bits. */
-void ct_augment_fold(const ct_augment *aug, float *scale, float *bias);
+void ct_augment_fold(const ct_augment *aug, float *norm_scale, float *norm_bias);
 
 /* Builds one batch.
  * x: (n, h, w, c) float32 out; y: (n) int32 out.

@@ -20,10 +20,10 @@ typedef struct ct_backend ct_backend;
 typedef struct ct_layer ct_layer;
 
 /* What device-side augmentation needs of data/'s ct_augment: crop padding, flip, and the
- * normalisation folded to x * scale + bias per channel. */
+ * normalisation folded to x * norm_scale + norm_bias per channel. */
 typedef struct ct_augment_params {
     int crop_pad, flip, channels;
-    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
+    float norm_scale[CT_MAX_CHANNELS], norm_bias[CT_MAX_CHANNELS];
 } ct_augment_params;
 
 /* The optimizer over the flat parameter tensor: fixed for a run. What changes every step (the

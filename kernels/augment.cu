@@ -4,7 +4,7 @@
 // The draws follow batch.c's recipe exactly: sample i of the batch takes
 //     r = ct_hash3(augment_seed, i, 0), span = 2 * crop_pad + 1,
 //     dy = (r & 0xffff) % span, dx = ((r >> 16) & 0xffff) % span, flip = (r >> 32) & 1,
-// and every output value is (float)pixel * scale[c] + bias[c] with the padding read as pixel 0.
+// and every output value is (float)pixel * norm_scale[c] + norm_bias[c] with the padding read as pixel 0.
 // The CPU build (C11, no -ffast-math) rounds the multiply and the add separately; __fmul_rn and
 // __fadd_rn are never contracted into an FMA, so the device rounds the same way.
 //
@@ -32,7 +32,7 @@ constexpr long long kMaxGridY = 65535;  // CUDA's limit on gridDim.y
 
 // The host's folded normalisation, passed by value (kernel parameters live in constant memory).
 struct Normalise {
-    float scale[kMaxChannels], bias[kMaxChannels];
+    float norm_scale[kMaxChannels], norm_bias[kMaxChannels];
 };
 
 // The window origin in the padded image and the mirror flag, as batch.c's crop_plan.
@@ -85,7 +85,7 @@ augment_u8_kernel(const unsigned char *src, float *dst, unsigned n, int h, int w
             const bool inside = sy >= 0 && sy < h && sx >= 0 && sx < w;
             const float v = inside ? (float)img[((size_t)sy * (unsigned)w + (size_t)sx) * (unsigned)c + ch]
                                    : 0.0f;
-            out[e] = __fadd_rn(__fmul_rn(v, norm.scale[ch]), norm.bias[ch]);
+            out[e] = __fadd_rn(__fmul_rn(v, norm.norm_scale[ch]), norm.norm_bias[ch]);
         }
     }
 }
@@ -107,9 +107,9 @@ long long volume4(int n, int h, int w, int c)
 
 }  // namespace
 
-// src: (n, h, w, c) uint8; dst: (n, h, w, c) fp32; scale, bias: (c) fp32 in host memory
+// src: (n, h, w, c) uint8; dst: (n, h, w, c) fp32; norm_scale, norm_bias: (c) fp32 in host memory
 extern "C" int ct_launch_augment_u8(const unsigned char *src, float *dst, int n, int h, int w, int c, int crop_pad,
-                                    int flip, int augmenting, const float *scale, const float *bias,
+                                    int flip, int augmenting, const float *norm_scale, const float *norm_bias,
                                     unsigned long long augment_seed, long first_sample, void *stream)
 {
     if (n < 0 || h < 0 || w < 0 || c < 0 || c > kMaxChannels || crop_pad < 0 || first_sample < 0)
@@ -118,13 +118,13 @@ extern "C" int ct_launch_augment_u8(const unsigned char *src, float *dst, int n,
     if (total == 0)
         return (int)cudaSuccess;
     const long long per_sample = volume4(1, h, w, c);
-    if (total < 0 || per_sample > INT_MAX || !src || !dst || !scale || !bias)
+    if (total < 0 || per_sample > INT_MAX || !src || !dst || !norm_scale || !norm_bias)
         return (int)cudaErrorInvalidValue;
 
     Normalise norm = {};
     for (int ch = 0; ch < c; ch++) {
-        norm.scale[ch] = scale[ch];
-        norm.bias[ch] = bias[ch];
+        norm.norm_scale[ch] = norm_scale[ch];
+        norm.norm_bias[ch] = norm_bias[ch];
     }
     const long long span_full = 2LL * crop_pad + 1;
     const unsigned span = (unsigned)(span_full < 65536 ? span_full : 65536);

@@ -282,13 +282,13 @@ template <typename T> struct DropoutForward {
     const ct_device_step *step;
     unsigned long long stream_id;
     long per_sample;     // elements per sample: a replica's element i draws as the global batch's
-    float rate, scale;
+    float rate, inv_keep;
     template <typename I> __device__ void operator()(I i) const
     {
         const uint64_t global = step->first_sample * (uint64_t)per_sample + (uint64_t)i;
         const bool keep = ct_uniform(step->dropout_seed, stream_id, global) >= rate;
         mask[i] = keep;
-        y[i] = narrow<T>(keep ? __fmul_rn(widen(x[i]), scale) : 0.0f);
+        y[i] = narrow<T>(keep ? __fmul_rn(widen(x[i]), inv_keep) : 0.0f);
     }
 };
 
@@ -297,11 +297,11 @@ template <typename T> struct DropoutBackward {
     const T *dy;
     const unsigned char *mask;
     T *dx;
-    float scale;
+    float inv_keep;
     bool accumulate;
     template <typename I> __device__ void operator()(I i) const
     {
-        dx[i] = narrow<T>(__fadd_rn(accumulate ? widen(dx[i]) : 0.0f, mask[i] ? __fmul_rn(widen(dy[i]), scale) : 0.0f));
+        dx[i] = narrow<T>(__fadd_rn(accumulate ? widen(dx[i]) : 0.0f, mask[i] ? __fmul_rn(widen(dy[i]), inv_keep) : 0.0f));
     }
 };
 

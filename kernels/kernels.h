@@ -237,7 +237,7 @@ int ct_launch_scaler_update(ct_scaler *s, void *stream);
 int ct_launch_count_nonfinite(const float *x, long n, unsigned *count, void *stream);
 
 /* The loss scaler's unscale pass. g: (n) fp32 parameter gradients, in place; scaler: (1) device
- * memory. inv = 1.0f / scaler->scale (IEEE division, once per thread); g = g * inv; then the number
+ * memory. inv = 1.0f / scaler->loss_scale (IEEE division, once per thread); g = g * inv; then the number
  * of inf or NaN values AFTER the multiply is added to scaler->nonfinite (one atomicAdd per block
  * that found any): what is counted is what the optimizer would read, including a finite gradient
  * that a fixed scale below 1 overflows; inf and NaN stay non-finite through the multiply. Several
@@ -257,12 +257,12 @@ int ct_launch_unscale_gradients(float *g, long n, ct_scaler *scaler, void *strea
  * batch draws what one replica drawing the whole batch would); with
  * span = 2 * crop_pad + 1 its window origin in the image padded by crop_pad zero pixels is
  * dy = (r & 0xffff) % span, dx = ((r >> 16) & 0xffff) % span, and the window is mirrored when
- * flip && ((r >> 32) & 1); then dst = (float)pixel * scale[c] + bias[c], rounded after the multiply
+ * flip && ((r >> 32) & 1); then dst = (float)pixel * norm_scale[c] + norm_bias[c], rounded after the multiply
  * and after the add (no FMA), the padding read as pixel 0. augmenting = 0 (evaluation): no crop
  * and no flip, only the normalisation. Negative sizes or crop_pad, c > 4, a sample of more than
  * INT_MAX elements, a negative first_sample, or NULL pointers with work to do: cudaErrorInvalidValue. */
 int ct_launch_augment_u8(const unsigned char *src, float *dst, int n, int h, int w, int c, int crop_pad,
-                         int flip, int augmenting, const float *scale, const float *bias,
+                         int flip, int augmenting, const float *norm_scale, const float *norm_bias,
                          unsigned long long augment_seed, long first_sample, void *stream);
 
 /* ---- loss (kernels/loss.cu) ---- */
@@ -281,7 +281,7 @@ int ct_launch_softmax_xent(const float *logits, const int *labels, float *dlogit
                            unsigned *correct, int n, int k, float grad_scale, void *stream);
 /* The same with the loss scale: scaler (1) in device memory, read by the kernel (a replayed graph
  * sees the current scale), or NULL (then exactly ct_launch_softmax_xent, bit for bit).
- *   dlogits = ((softmax - onehot(label)) * grad_scale) * scaler->scale    (two roundings, in that order)
+ *   dlogits = ((softmax - onehot(label)) * grad_scale) * scaler->loss_scale    (two roundings, in that order)
  * The logits stay fp32 (the output layer is fp32 in mixed precision); the loss is not scaled. */
 int ct_launch_softmax_xent_scaled(const float *logits, const int *labels, float *dlogits, float *loss_sum,
                                   unsigned *correct, int n, int k, float grad_scale, const ct_scaler *scaler,

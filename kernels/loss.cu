@@ -87,13 +87,13 @@ softmax_xent_kernel(const float *logits, const int *labels, float *dlogits, floa
             const float inv = 1.0f / sum;
             // The loss scale multiplies after grad_scale, a rounding of its own; none without a
             // scaler, so the unscaled gradient keeps its bits.
-            const float scale = kScaled ? scaler->scale : 1.0f;
+            const float loss_scale = kScaled ? scaler->loss_scale : 1.0f;
             for (int j = lane; j < k; j += kWarp) {
                 float p = expf(x[j] - best) * inv;
                 if (j == label)
                     p -= 1.0f;
                 const float gp = p * grad_scale;
-                d[j] = kScaled ? __fmul_rn(gp, scale) : gp;
+                d[j] = kScaled ? __fmul_rn(gp, loss_scale) : gp;
             }
         }
     }

@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kThreads) count_nonfinite_vec4_kernel(const fl
 template <typename Index>
 __global__ void __launch_bounds__(kThreads) unscale_kernel(float *g, Index n, ct_scaler *scaler)
 {
-    const float inv = 1.0f / scaler->scale;  // once per thread, IEEE division (not an approximation)
+    const float inv = 1.0f / scaler->loss_scale;  // once per thread, IEEE division (not an approximation)
     unsigned bad = 0;
     const Index stride = (Index)gridDim.x * blockDim.x;
     for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kThreads) unscale_kernel(float *g, Index n, ct
 template <typename Index>
 __global__ void __launch_bounds__(kThreads) unscale_vec4_kernel(float *g, Index n, ct_scaler *scaler)
 {
-    const float inv = 1.0f / scaler->scale;
+    const float inv = 1.0f / scaler->loss_scale;
     const Index n4 = n / 4;
     const Index tid = (Index)blockIdx.x * blockDim.x + threadIdx.x;
     const Index stride = (Index)gridDim.x * blockDim.x;

@@ -71,8 +71,8 @@ static double max_rel_err(const float *a, const float *b, size_t n, double floor
 {
     double worst = 0.0;
     for (size_t i = 0; i < n; i++) {
-        double scale = fmax(fmax(fabs(a[i]), fabs(b[i])), floor);
-        double err = fabs((double)a[i] - b[i]) / scale;
+        double magnitude = fmax(fmax(fabs(a[i]), fabs(b[i])), floor);
+        double err = fabs((double)a[i] - b[i]) / magnitude;
         if (!(err <= worst)) worst = err; /* NaN counts as worst */
     }
     return worst;
@@ -786,19 +786,19 @@ typedef struct xent_case {
     float *logits;
     int32_t *labels;
     int n, k;
-    float scale;
+    float grad_scale;
 } xent_case;
 
 static double xent_loss(void *p)
 {
     xent_case *c = p;
-    return c->scale * ct_cpu_softmax_xent(c->logits, c->labels, NULL, c->n, c->k, 1.0f, NULL);
+    return c->grad_scale * ct_cpu_softmax_xent(c->logits, c->labels, NULL, c->n, c->k, 1.0f, NULL);
 }
 
 static void test_xent_grad(void)
 {
     ct_rng rng = {700};
-    xent_case c = {.n = 4, .k = 5, .scale = 0.25f};
+    xent_case c = {.n = 4, .k = 5, .grad_scale = 0.25f};
     size_t nl = (size_t)c.n * c.k;
     c.logits = alloc_floats(nl);
     c.labels = calloc(c.n, sizeof(int32_t));
@@ -806,7 +806,7 @@ static void test_xent_grad(void)
     for (int i = 0; i < c.n; i++) c.labels[i] = (i * 3 + 1) % c.k;
     float *d = alloc_floats(nl);
     fill_const(d, nl, 7.0f); /* dlogits is overwritten, not accumulated */
-    ct_cpu_softmax_xent(c.logits, c.labels, d, c.n, c.k, c.scale, NULL);
+    ct_cpu_softmax_xent(c.logits, c.labels, d, c.n, c.k, c.grad_scale, NULL);
     check_grad("softmax xent dlogits", xent_loss, &c, c.logits, d, nl, 1e-2f, 1e-3);
     free(c.logits), free(c.labels), free(d);
 }

@@ -36,12 +36,12 @@ typedef struct bufs {
     float *d_x;
 } bufs;
 
-/* batch.c's fold_normalise: ((p / 255) - mean) / std as p * scale + bias, in float. */
-static void fold(const ct_augment *aug, float *scale, float *bias)
+/* batch.c's fold_normalise: ((p / 255) - mean) / std as p * norm_scale + norm_bias, in float. */
+static void fold(const ct_augment *aug, float *norm_scale, float *norm_bias)
 {
     for (int c = 0; c < CT_MAX_CHANNELS; c++) {
-        scale[c] = 1.0f / (255.0f * aug->std[c]);
-        bias[c] = -aug->mean[c] / aug->std[c];
+        norm_scale[c] = 1.0f / (255.0f * aug->std[c]);
+        norm_bias[c] = -aug->mean[c] / aug->std[c];
     }
 }
 
@@ -88,14 +88,14 @@ static void check_batch(const char *what, const ct_dataset *ds, bufs *b, long of
     ct_make_batch_u8(ds, idx, n, b->u8, b->labels);
     ct_make_batch(ds, idx, n, aug, augmenting, seed, b->want, b->labels);
 
-    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
-    fold(aug, scale, bias);
+    float norm_scale[CT_MAX_CHANNELS], norm_bias[CT_MAX_CHANNELS];
+    fold(aug, norm_scale, norm_bias);
     GPU_OK(cudaMemcpyAsync(b->d_u8, b->u8, total, cudaMemcpyHostToDevice, b->stream));
     GPU_OK(cudaMemsetAsync(b->d_x, 0xff, total * sizeof(float), b->stream));  /* NaN: every float must be written */
-    int rc = ct_launch_augment_u8(b->d_u8, b->d_x, n, s.h, s.w, s.c, aug->crop_pad, aug->flip, augmenting, scale,
-                                  bias, (unsigned long long)seed, 0, b->stream);
-    memset(scale, 0, sizeof scale);  /* the launch copied them: changing them now must not matter */
-    memset(bias, 0, sizeof bias);
+    int rc = ct_launch_augment_u8(b->d_u8, b->d_x, n, s.h, s.w, s.c, aug->crop_pad, aug->flip, augmenting, norm_scale,
+                                  norm_bias, (unsigned long long)seed, 0, b->stream);
+    memset(norm_scale, 0, sizeof norm_scale);  /* the launch copied them: changing them now must not matter */
+    memset(norm_bias, 0, sizeof norm_bias);
     GPU_OK(cudaMemcpyAsync(b->got, b->d_x, total * sizeof(float), cudaMemcpyDeviceToHost, b->stream));
     GPU_OK(cudaStreamSynchronize(b->stream));
     compare(what, ds, n, aug, augmenting, seed, b->got, b->want, rc);
@@ -132,9 +132,9 @@ static int sweep(const char *what, const ct_dataset *ds, bufs *b, const float *m
 }
 
 /* A whole augmented batch (crop 4, flip) of n shuffled samples: the CPU's in b->want, the raw bytes
- * on the device, the device's output poisoned with NaN; scale and bias (CT_MAX_CHANNELS) folded. */
+ * on the device, the device's output poisoned with NaN; norm_scale and norm_bias (CT_MAX_CHANNELS) folded. */
 static void stage_augmented(const ct_dataset *ds, bufs *b, const float *mean, const float *std, int n, uint64_t seed,
-                            uint64_t shuffle_seed, ct_augment *aug, float *scale, float *bias)
+                            uint64_t shuffle_seed, ct_augment *aug, float *norm_scale, float *norm_bias)
 {
     memset(aug, 0, sizeof *aug);
     set_norm(aug, mean, std);
@@ -144,7 +144,7 @@ static void stage_augmented(const ct_dataset *ds, bufs *b, const float *mean, co
     ct_shuffle_indices(b->order, ds->count, shuffle_seed, 1);
     ct_make_batch_u8(ds, b->order, n, b->u8, b->labels);
     ct_make_batch(ds, b->order, n, aug, 1, seed, b->want, b->labels);
-    fold(aug, scale, bias);
+    fold(aug, norm_scale, norm_bias);
     GPU_OK(cudaMemcpyAsync(b->d_u8, b->u8, total, cudaMemcpyHostToDevice, b->stream));
     GPU_OK(cudaMemsetAsync(b->d_x, 0xff, total * sizeof(float), b->stream));
     GPU_OK(cudaStreamSynchronize(b->stream));
@@ -156,16 +156,16 @@ static void check_captured(const ct_dataset *ds, bufs *b, const float *mean, con
     const int n = 64;
     const uint64_t seed = 77;
     ct_augment aug;
-    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
-    stage_augmented(ds, b, mean, std, n, seed, 5, &aug, scale, bias);
+    float norm_scale[CT_MAX_CHANNELS], norm_bias[CT_MAX_CHANNELS];
+    stage_augmented(ds, b, mean, std, n, seed, 5, &aug, norm_scale, norm_bias);
     ct_shape s = ds->shape;
     size_t total = (size_t)n * ct_shape_size(s);
 
     cudaGraph_t recorded = NULL;
     cudaGraphExec_t exec = NULL;
     GPU_OK(cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal));
-    int rc = ct_launch_augment_u8(b->d_u8, b->d_x, n, s.h, s.w, s.c, aug.crop_pad, aug.flip, 1, scale, bias, seed,
-                                  0, b->stream);
+    int rc = ct_launch_augment_u8(b->d_u8, b->d_x, n, s.h, s.w, s.c, aug.crop_pad, aug.flip, 1, norm_scale, norm_bias,
+                                  seed, 0, b->stream);
     GPU_OK(cudaStreamEndCapture(b->stream, &recorded));
     CHECK(rc == 0);
     GPU_OK(cudaGraphInstantiate(&exec, recorded, 0));
@@ -184,15 +184,15 @@ static void check_slices(const ct_dataset *ds, bufs *b, const float *mean, const
     const int n = 50, starts[] = {0, 17, 34, 50};
     const uint64_t seed = 1234;
     ct_augment aug;
-    float scale[CT_MAX_CHANNELS], bias[CT_MAX_CHANNELS];
-    stage_augmented(ds, b, mean, std, n, seed, 9, &aug, scale, bias);
+    float norm_scale[CT_MAX_CHANNELS], norm_bias[CT_MAX_CHANNELS];
+    stage_augmented(ds, b, mean, std, n, seed, 9, &aug, norm_scale, norm_bias);
     ct_shape s = ds->shape;
     size_t sample = ct_shape_size(s), total = (size_t)n * sample;
     int rc = 0;
     for (int k = 0; k < 3 && rc == 0; k++) {
         size_t at = (size_t)starts[k] * sample;
         rc = ct_launch_augment_u8(b->d_u8 + at, b->d_x + at, starts[k + 1] - starts[k], s.h, s.w, s.c, aug.crop_pad,
-                                  aug.flip, 1, scale, bias, seed, starts[k], b->stream);
+                                  aug.flip, 1, norm_scale, norm_bias, seed, starts[k], b->stream);
     }
     GPU_OK(cudaMemcpyAsync(b->got, b->d_x, total * sizeof(float), cudaMemcpyDeviceToHost, b->stream));
     GPU_OK(cudaStreamSynchronize(b->stream));

@@ -11,10 +11,10 @@
 
 enum { N = 300, K = 10, P = 5000 };
 
-static void fill(float *x, size_t n, ct_rng *rng, float scale)
+static void fill(float *x, size_t n, ct_rng *rng, float amplitude)
 {
     for (size_t i = 0; i < n; i++)
-        x[i] = scale * (2.0f * ct_rng_uniform(rng) - 1.0f);
+        x[i] = amplitude * (2.0f * ct_rng_uniform(rng) - 1.0f);
 }
 
 /* A tensor of n rows of `row` in fresh memory of be's device, holding src when it is not NULL

@@ -214,11 +214,11 @@ static void set_step(cudaStream_t s, float lr, float bias1, float bias2, unsigne
     h2d(g_step, &h, sizeof h, s);
 }
 
-static ct_scaler make_scaler(float scale, int nonfinite, int growth_steps, long long applied)
+static ct_scaler make_scaler(float loss_scale, int nonfinite, int growth_steps, long long applied)
 {
     ct_scaler sc;
     memset(&sc, 0, sizeof sc);
-    sc.scale = scale;
+    sc.loss_scale = loss_scale;
     sc.nonfinite = nonfinite;
     sc.growth_steps = growth_steps;
     sc.applied_steps = applied;
@@ -514,7 +514,7 @@ static void test_dropout(cudaStream_t s)
     const long n = 100003;
     const float rate = 0.3f;
     const unsigned long long seed = 0x0123456789abcdefULL, stream_id = 42;
-    const float scale = 1.0f / (1.0f - rate);  /* the kernels' keep_scale */
+    const float inv_keep = 1.0f / (1.0f - rate);  /* the kernels' keep_scale */
     for (int k = 0; k < 2; k++) {
         const int dt = half_types[k];
         void *x = hrand(n, dt, -3.0f, 3.0f), *dyv = hrand(n, dt, -3.0f, 3.0f), *dx0 = hrand(n, dt, -1.0f, 1.0f);
@@ -522,7 +522,7 @@ static void test_dropout(cudaStream_t s)
         unsigned char *want_mask = xmalloc((size_t)n);
         for (long i = 0; i < n; i++) {
             want_mask[i] = ct_uniform(seed, stream_id, (uint64_t)i) >= rate;
-            hset(want_y, dt, i, want_mask[i] ? hget(x, dt, i) * scale : 0.0f);
+            hset(want_y, dt, i, want_mask[i] ? hget(x, dt, i) * inv_keep : 0.0f);
         }
         set_step(s, 0.0f, 1.0f, 1.0f, seed);
         void *dxv = dev_copy(x, n, dt, s), *dy = dev_poisoned(n, dt, s);
@@ -538,7 +538,8 @@ static void test_dropout(cudaStream_t s)
         free(got);
         for (int acc = 0; acc <= 1; acc++) {
             for (long i = 0; i < n; i++)
-                hset(want_dx, dt, i, (acc ? hget(dx0, dt, i) : 0.0f) + (want_mask[i] ? hget(dyv, dt, i) * scale : 0.0f));
+                hset(want_dx, dt, i,
+                     (acc ? hget(dx0, dt, i) : 0.0f) + (want_mask[i] ? hget(dyv, dt, i) * inv_keep : 0.0f));
             void *d_dy = dev_copy(dyv, n, dt, s), *d_dx = dev_copy(dx0, n, dt, s);
             snprintf(what, sizeof what, "dropout_backward %s accumulate=%d", dt_name(dt), acc);
             sync_launch(what, ct_launch_dropout_backward_dt(d_dy, dmask, d_dx, n, rate, acc, dt, s), s);
@@ -823,18 +824,18 @@ static void test_xent_scaled(cudaStream_t s)
     check_exact("softmax_xent_scaled NULL vs softmax_xent", got, base, nk, F32);
     free(got);
 
-    const float scales[2] = { 32768.0f, 3.0f };  /* a power of two, and one whose product rounds */
+    const float loss_scales[2] = { 32768.0f, 3.0f };  /* a power of two, and one whose product rounds */
     float *want = hbuf(nk, F32);
     for (int t = 0; t < 2; t++) {
-        ct_scaler sc = make_scaler(scales[t], 0, 2000, 0);
+        ct_scaler sc = make_scaler(loss_scales[t], 0, 2000, 0);
         put_scaler(&sc, s);
         for (long i = 0; i < nk; i++)
-            want[i] = base[i] * scales[t];
+            want[i] = base[i] * loss_scales[t];
         GPU_OK(cudaMemsetAsync(d_loss, 0, sizeof(float), s));
         GPU_OK(cudaMemsetAsync(d_correct, 0, sizeof(unsigned), s));
         GPU_OK(cudaMemsetAsync(d_d, 0xff, (size_t)nk * sizeof(float), s));
         char what[96];
-        snprintf(what, sizeof what, "softmax_xent_scaled scale=%g", scales[t]);
+        snprintf(what, sizeof what, "softmax_xent_scaled scale=%g", loss_scales[t]);
         sync_launch(what, ct_launch_softmax_xent_scaled(d_logits, d_labels, d_d, d_loss, d_correct, n, k, grad_scale,
                                                         g_scaler, s), s);
         got = host_copy(d_d, nk, F32, s);
@@ -865,7 +866,7 @@ static float from_bits(uint32_t u)
     return f;
 }
 
-static void test_unscale_case(cudaStream_t s, long n, int offset, float scale, int plant)
+static void test_unscale_case(cudaStream_t s, long n, int offset, float loss_scale, int plant)
 {
     float *g = hrand(n, F32, -1000.0f, 1000.0f), *want = hbuf(n, F32);
     const float bad[] = { NAN, INFINITY, -INFINITY, from_bits(0xffc00001u), from_bits(0x7f800001u) };
@@ -878,9 +879,9 @@ static void test_unscale_case(cudaStream_t s, long n, int offset, float scale, i
             planted++;
         }
     }
-    const float inv = 1.0f / scale;
+    const float inv = 1.0f / loss_scale;
     int overflow = 0;
-    if (scale < 1.0f && n > 100) {  /* a finite gradient the inverse overflows: counted too */
+    if (loss_scale < 1.0f && n > 100) {  /* a finite gradient the inverse overflows: counted too */
         g[n / 4] = FLT_MAX;         /* n / 4 is none of the planted places */
         overflow = 1;
     }
@@ -893,17 +894,17 @@ static void test_unscale_case(cudaStream_t s, long n, int offset, float scale, i
     float *d = dev_alloc((size_t)(n + offset) * sizeof(float));
     h2d(d + offset, g, (size_t)n * sizeof(float), s);
     const int start = 2;  /* the pass adds to the verdict: another buffer may have counted already */
-    ct_scaler sc = make_scaler(scale, start, 2000, 0);
+    ct_scaler sc = make_scaler(loss_scale, start, 2000, 0);
     put_scaler(&sc, s);
     char what[128];
-    snprintf(what, sizeof what, "unscale n=%ld offset=%d scale=%g planted=%d", n, offset, scale, planted);
+    snprintf(what, sizeof what, "unscale n=%ld offset=%d scale=%g planted=%d", n, offset, loss_scale, planted);
     sync_launch(what, ct_launch_unscale_gradients(d + offset, n, g_scaler, s), s);
     float *got = host_copy(d + offset, n, F32, s);
     check_exact(what, got, want, n, F32);
     ct_scaler after = get_scaler(s);
     CHECK_MSG(after.nonfinite == start + (int)nonfinite, "%s: nonfinite %d, want %d", what, (int)after.nonfinite,
               start + (int)nonfinite);
-    CHECK(after.scale == scale && after.applied_steps == 0 && after.growth_steps == 2000);
+    CHECK(after.loss_scale == loss_scale && after.applied_steps == 0 && after.growth_steps == 2000);
     GPU_OK(cudaFree(d));
     free(g), free(want), free(got);
 }
@@ -1099,7 +1100,7 @@ static void test_adam_scaler(cudaStream_t s)
 
 static int same_scaler(const ct_scaler *a, const ct_scaler *b)
 {
-    return memcmp(&a->scale, &b->scale, sizeof a->scale) == 0 && a->nonfinite == b->nonfinite &&
+    return memcmp(&a->loss_scale, &b->loss_scale, sizeof a->loss_scale) == 0 && a->nonfinite == b->nonfinite &&
            a->clean_steps == b->clean_steps && a->growth_steps == b->growth_steps &&
            a->applied_steps == b->applied_steps && a->skipped_steps == b->skipped_steps;
 }
@@ -1119,7 +1120,7 @@ static void run_scaler_sequence(cudaStream_t s, const char *name, ct_scaler star
     *ups = *downs = 0;
     for (int i = 0; i < steps; i++) {
         for (long e = 0; e < n; e++)
-            g[e] = uniform(-1.0f, 1.0f) * host.scale;
+            g[e] = uniform(-1.0f, 1.0f) * host.loss_scale;
         for (int k = 0; k < verdict[i]; k++)
             g[(k * 977L) % n] = k % 2 ? INFINITY : NAN;
         h2d(d_g, g, (size_t)n * 4, s);
@@ -1129,16 +1130,16 @@ static void run_scaler_sequence(cudaStream_t s, const char *name, ct_scaler star
         sync_launch(name, ct_launch_scaler_update(g_scaler, s), s);
         if (verdict[i])
             check_unchanged(name, d_w, w_before, (size_t)n * 4, s);
-        const float before = host.scale;
+        const float before = host.loss_scale;
         host.nonfinite += verdict[i];
         ct_scaler_update(&host);
-        *ups += host.scale > before;
-        *downs += host.scale < before;
+        *ups += host.loss_scale > before;
+        *downs += host.loss_scale < before;
         ct_scaler dev = get_scaler(s);
         CHECK_MSG(same_scaler(&dev, &host),
                   "%s step %d: device scale %g nonfinite %d clean %d applied %lld skipped %lld; host scale %g clean %d "
-                  "applied %lld skipped %lld", name, i, dev.scale, (int)dev.nonfinite, (int)dev.clean_steps,
-                  (long long)dev.applied_steps, (long long)dev.skipped_steps, host.scale, (int)host.clean_steps,
+                  "applied %lld skipped %lld", name, i, dev.loss_scale, (int)dev.nonfinite, (int)dev.clean_steps,
+                  (long long)dev.applied_steps, (long long)dev.skipped_steps, host.loss_scale, (int)host.clean_steps,
                   (long long)host.applied_steps, (long long)host.skipped_steps);
         free(w_before);
     }
@@ -1169,7 +1170,7 @@ static void test_scaler_update(cudaStream_t s)
     run_scaler_sequence(s, "scaler fixed", make_scaler(128.0f, 0, 0, 0), mixed, 6, &ups, &downs);
     CHECK(ups == 0 && downs == 0);
     ct_scaler end = get_scaler(s);
-    CHECK(end.skipped_steps == 2 && end.applied_steps == 4 && end.scale == 128.0f && end.nonfinite == 0);
+    CHECK(end.skipped_steps == 2 && end.applied_steps == 4 && end.loss_scale == 128.0f && end.nonfinite == 0);
 }
 
 /* ---- argument checks ---- */

@@ -357,7 +357,7 @@ static void test_xent_case(cudaStream_t s, int n, int k, int mode)
     float *x = xmalloc((size_t)n * k * sizeof *x), *out = xmalloc((size_t)n * k * sizeof *out);
     double *want = xmalloc((size_t)n * k * sizeof *want);
     int *y = xmalloc((size_t)n * sizeof *y);
-    const float scale = 1.0f / (float)n;
+    const float grad_scale = 1.0f / (float)n;
     double want_loss = 0.0;
     unsigned want_correct = 0;
     for (int r = 0; r < n; r++) {
@@ -380,7 +380,7 @@ static void test_xent_case(cudaStream_t s, int n, int k, int mode)
         want_loss += log(sum) - (xr[y[r]] - m);
         want_correct += am == y[r];
         for (int j = 0; j < k; j++)
-            want[(size_t)r * k + j] = (exp(xr[j] - m) / sum - (j == y[r])) * scale;
+            want[(size_t)r * k + j] = (exp(xr[j] - m) / sum - (j == y[r])) * grad_scale;
     }
 
     float *dx = dev_alloc((size_t)n * k * sizeof *dx), *dd = dev_alloc((size_t)n * k * sizeof *dd);
@@ -395,7 +395,7 @@ static void test_xent_case(cudaStream_t s, int n, int k, int mode)
 
     char what[96];
     snprintf(what, sizeof what, "softmax_xent n=%d k=%d mode=%d", n, k, mode);
-    sync_launch(what, ct_launch_softmax_xent(dx, dy, grad, dloss, dcorrect, n, k, scale, s), s);
+    sync_launch(what, ct_launch_softmax_xent(dx, dy, grad, dloss, dcorrect, n, k, grad_scale, s), s);
     float loss = 0.0f;
     unsigned correct = 0;
     d2h(&loss, dloss, sizeof loss, s);
@@ -405,7 +405,7 @@ static void test_xent_case(cudaStream_t s, int n, int k, int mode)
     CHECK_MSG(correct == want_correct, "%s: correct %u, want %u", what, correct, want_correct);
     if (grad) {
         d2h(out, grad, (size_t)n * k * sizeof *out, s);
-        check_close(what, out, want, (long)n * k, REL_TOL, 1e-7 * scale);
+        check_close(what, out, want, (long)n * k, REL_TOL, 1e-7 * grad_scale);
     }
     GPU_OK(cudaFree(dx));
     GPU_OK(cudaFree(dd));

@@ -439,9 +439,11 @@ static void check_no_overflow(const char *cs, ct_backend *gpu, ct_backend *cpu)
         if (st != CT_OK)
             return;
     }
-    printf("%-24s %-7s %-10s scale %g, non-finite gradients: gpu %d, cpu %d%s\n", cs, "scaler", "", (double)s[1].scale,
-           (int)s[0].nonfinite, (int)s[1].nonfinite, s[0].nonfinite || s[1].nonfinite ? "  FAIL" : "");
-    CHECK_MSG(s[0].scale == s[1].scale, "[%s] loss scale: gpu %g, cpu %g", cs, (double)s[0].scale, (double)s[1].scale);
+    printf("%-24s %-7s %-10s scale %g, non-finite gradients: gpu %d, cpu %d%s\n", cs, "scaler", "",
+           (double)s[1].loss_scale, (int)s[0].nonfinite, (int)s[1].nonfinite,
+           s[0].nonfinite || s[1].nonfinite ? "  FAIL" : "");
+    CHECK_MSG(s[0].loss_scale == s[1].loss_scale, "[%s] loss scale: gpu %g, cpu %g", cs, (double)s[0].loss_scale,
+              (double)s[1].loss_scale);
     CHECK_MSG(s[0].nonfinite == 0 && s[1].nonfinite == 0, "[%s] non-finite gradients: gpu %d, cpu %d", cs,
               (int)s[0].nonfinite, (int)s[1].nonfinite);
 }

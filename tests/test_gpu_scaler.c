@@ -139,7 +139,7 @@ static int step(ct_net *net, int k)
 
 static int same_trace(const ct_scaler *a, const ct_scaler *b)
 {
-    return a->scale == b->scale && a->clean_steps == b->clean_steps && a->applied_steps == b->applied_steps &&
+    return a->loss_scale == b->loss_scale && a->clean_steps == b->clean_steps && a->applied_steps == b->applied_steps &&
            a->skipped_steps == b->skipped_steps && a->nonfinite == b->nonfinite;
 }
 
@@ -159,9 +159,9 @@ int main(void)
     ct_scaler was, was_cpu;
     snapshot before = {0};
     int ok = scaler_of(gpu, &was) && scaler_of(cpu, &was_cpu) && take(gpu, &before);
-    CHECK_MSG(ok && was.scale == 16777216.0f && was.growth_steps == GROWTH && same_trace(&was, &was_cpu),
-              "the first scaler: gpu %g / %d, cpu %g / %d", (double)was.scale, (int)was.growth_steps,
-              (double)was_cpu.scale, (int)was_cpu.growth_steps);
+    CHECK_MSG(ok && was.loss_scale == 16777216.0f && was.growth_steps == GROWTH && same_trace(&was, &was_cpu),
+              "the first scaler: gpu %g / %d, cpu %g / %d", (double)was.loss_scale, (int)was.growth_steps,
+              (double)was_cpu.loss_scale, (int)was_cpu.growth_steps);
     /* the same seed gave both the same masters */
     void *p_cpu = ok ? download(cpu, &cpu->run.replicas[0].graph.params) : NULL;
     CHECK_MSG(p_cpu && memcmp(p_cpu, before.params, ct_tensor_bytes(&g->params)) == 0,
@@ -179,8 +179,8 @@ int main(void)
         int applied = now.applied_steps == was.applied_steps + 1 && now.skipped_steps == was.skipped_steps;
         int same = same_trace(&now, &now_cpu);
         printf("%4d  %-8s %-10g %5d %7lld %7lld | %-10g %5d %7lld %7lld%s\n", k,
-               skipped ? "skipped" : applied ? "applied" : "NEITHER", (double)now.scale, (int)now.clean_steps,
-               (long long)now.skipped_steps, (long long)now.applied_steps, (double)now_cpu.scale,
+               skipped ? "skipped" : applied ? "applied" : "NEITHER", (double)now.loss_scale, (int)now.clean_steps,
+               (long long)now.skipped_steps, (long long)now.applied_steps, (double)now_cpu.loss_scale,
                (int)now_cpu.clean_steps, (long long)now_cpu.skipped_steps, (long long)now_cpu.applied_steps,
                same ? "" : "  DIFFERS FROM THE CPU");
         CHECK_MSG(skipped || applied, "step %d neither skipped nor applied exactly once", k);
@@ -199,16 +199,16 @@ int main(void)
             int kept = memcmp(before.params, after.params, pb) == 0 && memcmp(before.half, after.half, hb) == 0 &&
                        memcmp(before.m, after.m, pb) == 0 && memcmp(before.v, after.v, pb) == 0;
             CHECK_MSG(kept, "step %d was skipped but the masters, their half copy or the moments changed", k);
-            CHECK_MSG(now.scale == fmaxf(was.scale * 0.5f, 1.0f) && now.clean_steps == 0,
-                      "step %d skipped: scale %g -> %g, clean %d", k, (double)was.scale, (double)now.scale,
+            CHECK_MSG(now.loss_scale == fmaxf(was.loss_scale * 0.5f, 1.0f) && now.clean_steps == 0,
+                      "step %d skipped: scale %g -> %g, clean %d", k, (double)was.loss_scale, (double)now.loss_scale,
                       (int)now.clean_steps);
         } else if (applied) {
             CHECK_MSG(memcmp(before.params, after.params, pb) != 0, "step %d was applied but no weight moved", k);
             int grows = was.clean_steps + 1 >= GROWTH;
-            CHECK_MSG(now.scale == (grows ? fminf(was.scale * 2.0f, 0x1p24f) : was.scale) &&
+            CHECK_MSG(now.loss_scale == (grows ? fminf(was.loss_scale * 2.0f, 0x1p24f) : was.loss_scale) &&
                           now.clean_steps == (grows ? 0 : was.clean_steps + 1),
                       "step %d applied after %d clean steps: scale %g -> %g", k, (int)was.clean_steps,
-                      (double)was.scale, (double)now.scale);
+                      (double)was.loss_scale, (double)now.loss_scale);
             /* the half copy is the rounding of the new masters, written by the update */
             const float *w = after.params;
             const uint16_t *h = after.half;
@@ -220,8 +220,8 @@ int main(void)
             CHECK_MSG(wrong == 0, "step %d: %zu half weights are not the rounding of the masters", k, wrong);
             CHECK_MSG(nonfinite == 0, "step %d: %zu non-finite weights", k, nonfinite);
         }
-        halvings += now.scale < was.scale;
-        doublings += now.scale > was.scale;
+        halvings += now.loss_scale < was.loss_scale;
+        doublings += now.loss_scale > was.loss_scale;
         drop(&before);
         before = after;
         was = now;

@@ -231,7 +231,7 @@ static void drop(snapshot *s)
 
 static int same_scaler(const ct_scaler *a, const ct_scaler *b)
 {
-    return memcmp(&a->scale, &b->scale, sizeof a->scale) == 0 && a->nonfinite == b->nonfinite &&
+    return memcmp(&a->loss_scale, &b->loss_scale, sizeof a->loss_scale) == 0 && a->nonfinite == b->nonfinite &&
            a->clean_steps == b->clean_steps && a->growth_steps == b->growth_steps &&
            a->applied_steps == b->applied_steps && a->skipped_steps == b->skipped_steps;
 }
@@ -309,8 +309,9 @@ int main(void)
     ct_scaler tr_direct[K], tr_again[K], tr_captured[K];
     double loss_direct = 0, loss_again = 0, loss_captured = 0;
     int ok = take(net, &init);
-    CHECK_MSG(ok && init.scaler.scale == 16777216.0f && init.scaler.growth_steps == 2 && init.scaler.applied_steps == 0,
-              "the first scale %g, growth %d", (double)init.scaler.scale, (int)init.scaler.growth_steps);
+    CHECK_MSG(ok && init.scaler.loss_scale == 16777216.0f && init.scaler.growth_steps == 2 &&
+                  init.scaler.applied_steps == 0,
+              "the first scale %g, growth %d", (double)init.scaler.loss_scale, (int)init.scaler.growth_steps);
 
     /* the first direct run, its steps inspected for host reads */
     real_ops = be->ops;
@@ -331,12 +332,13 @@ int main(void)
             int same = same_scaler(s, &tr_direct[k]) && same_scaler(s, &tr_again[k]);
             skips += skipped;
             applied += !skipped;
-            halvings += s->scale < was->scale;
-            doublings += s->scale > was->scale;
+            halvings += s->loss_scale < was->loss_scale;
+            doublings += s->loss_scale > was->loss_scale;
             printf("step %2d: graph %s scale %-9g clean %d skipped %lld applied %lld | direct scale %-9g skipped %lld "
-                   "applied %lld%s\n", k + 1, skipped ? "skipped" : "applied", (double)s->scale, (int)s->clean_steps,
-                   (long long)s->skipped_steps, (long long)s->applied_steps, (double)tr_direct[k].scale,
-                   (long long)tr_direct[k].skipped_steps, (long long)tr_direct[k].applied_steps, same ? "" : "  FAIL");
+                   "applied %lld%s\n", k + 1, skipped ? "skipped" : "applied", (double)s->loss_scale,
+                   (int)s->clean_steps, (long long)s->skipped_steps, (long long)s->applied_steps,
+                   (double)tr_direct[k].loss_scale, (long long)tr_direct[k].skipped_steps,
+                   (long long)tr_direct[k].applied_steps, same ? "" : "  FAIL");
             CHECK_MSG(same, "step %d: the scaler differs between the graph and the direct runs", k + 1);
             CHECK_MSG(s->nonfinite == 0, "step %d: the verdict was not cleared", k + 1);
             was = s;

@@ -254,18 +254,18 @@ static int after_step(ct_net *net, long steps_done, void *user)
         CHECK_MSG(same_bytes(tr->before.params, &g->params) && same_bytes(tr->before.half, &g->params_half) &&
                       same_bytes(tr->before.m, &g->opt_m) && same_bytes(tr->before.v, &g->opt_v),
                   "step %ld was skipped but the weights, their half copy or the moments changed", steps_done);
-        CHECK_MSG(now.scale == fmaxf(was->scale * 0.5f, 1.0f) && now.applied_steps == was->applied_steps &&
+        CHECK_MSG(now.loss_scale == fmaxf(was->loss_scale * 0.5f, 1.0f) && now.applied_steps == was->applied_steps &&
                       now.clean_steps == 0,
-                  "step %ld skipped: scale %g -> %g", steps_done, was->scale, now.scale);
-        tr->halvings += now.scale < was->scale;
+                  "step %ld skipped: scale %g -> %g", steps_done, was->loss_scale, now.loss_scale);
+        tr->halvings += now.loss_scale < was->loss_scale;
     } else {
         CHECK_MSG(!same_bytes(tr->before.params, &g->params), "step %ld was applied but no weight moved", steps_done);
         int grows = was->clean_steps + 1 >= was->growth_steps;
-        CHECK_MSG(now.scale == (grows ? fminf(was->scale * 2.0f, 0x1p24f) : was->scale) &&
+        CHECK_MSG(now.loss_scale == (grows ? fminf(was->loss_scale * 2.0f, 0x1p24f) : was->loss_scale) &&
                       now.clean_steps == (grows ? 0 : was->clean_steps + 1),
-                  "step %ld applied after %d clean steps: scale %g -> %g", steps_done, was->clean_steps, was->scale,
-                  now.scale);
-        tr->doublings += now.scale > was->scale;
+                  "step %ld applied after %d clean steps: scale %g -> %g", steps_done, was->clean_steps,
+                  was->loss_scale, now.loss_scale);
+        tr->doublings += now.loss_scale > was->loss_scale;
     }
     for (size_t i = 0; i < g->param_span; i++)
         if (!isfinite(((float *)g->params.data)[i])) {
@@ -273,7 +273,7 @@ static int after_step(ct_net *net, long steps_done, void *user)
             break;
         }
     printf("step %3ld: %s scale %-9g clean %d skipped %lld applied %lld\n", steps_done,
-           skipped ? "skipped" : "applied", (double)now.scale, (int)now.clean_steps, (long long)now.skipped_steps,
+           skipped ? "skipped" : "applied", (double)now.loss_scale, (int)now.clean_steps, (long long)now.skipped_steps,
            (long long)now.applied_steps);
     take(net, &tr->before);
     return 0;
@@ -291,7 +291,7 @@ static void test_overflow(void)
     trace tr;
     memset(&tr, 0, sizeof tr);
     take(net, &tr.before);
-    CHECK(tr.before.scaler.scale == 16777216.0f && tr.before.scaler.growth_steps == 4);
+    CHECK(tr.before.scaler.loss_scale == 16777216.0f && tr.before.scaler.growth_steps == 4);
     ct_callbacks cb = {.after_step = after_step, .user = &tr};
     ct_status st = ct_fit(net, &cb);
     CHECK_MSG(st == CT_OK, "%s", ct_errmsg(net));

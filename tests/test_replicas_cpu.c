@@ -188,8 +188,8 @@ static void test_fp16(void)
     CHECK(net->run.replicas[0].be->ops->scaler_get(net->run.replicas[0].be, &s0, &err) == CT_OK);
     CHECK(net->run.replicas[1].be->ops->scaler_get(net->run.replicas[1].be, &s1, &err) == CT_OK);
     CHECK(s0.skipped_steps > 0 && s0.applied_steps > 0);
-    CHECK(s0.scale == s1.scale && s0.skipped_steps == s1.skipped_steps && s0.applied_steps == s1.applied_steps &&
-          s0.clean_steps == s1.clean_steps);
+    CHECK(s0.loss_scale == s1.loss_scale && s0.skipped_steps == s1.skipped_steps &&
+          s0.applied_steps == s1.applied_steps && s0.clean_steps == s1.clean_steps);
     const ct_graph *a = &net->run.replicas[0].graph, *b = &net->run.replicas[1].graph;
     CHECK(a->params_half.data &&
           memcmp(a->params_half.data, b->params_half.data, ct_tensor_bytes(&a->params_half)) == 0);

@@ -629,7 +629,7 @@ static ct_status open_pipeline(ct_net *net)
     ct_augment_params *a = &net->run.augment_params;
     *a = (ct_augment_params){.crop_pad = net->run.augment.crop_pad, .flip = net->run.augment.flip,
                              .channels = net->run.graph.input.c};
-    ct_augment_fold(&net->run.augment, a->scale, a->bias);
+    ct_augment_fold(&net->run.augment, a->norm_scale, a->norm_bias);
     return ct_pipeline_create(&net->run.pipeline, &pc, &net->run.err);
 }
 

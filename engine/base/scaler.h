@@ -26,7 +26,7 @@
 #endif
 
 typedef struct ct_scaler {
-    float scale;             /* what dlogits are multiplied by */
+    float loss_scale;        /* what dlogits are multiplied by */
     int32_t nonfinite;       /* inf or NaN gradient values found this step (the unscale pass) */
     int32_t clean_steps;     /* updates applied since the scale last changed */
     int32_t growth_steps;    /* the doubling interval; 0: a fixed scale */
@@ -44,11 +44,11 @@ static inline CT_HOST_DEVICE void ct_scaler_update(ct_scaler *s)
         s->skipped_steps++;
         s->clean_steps = 0;
         if (s->growth_steps > 0)
-            s->scale = s->scale * 0.5f < CT_LOSS_SCALE_MIN ? CT_LOSS_SCALE_MIN : s->scale * 0.5f;
+            s->loss_scale = s->loss_scale * 0.5f < CT_LOSS_SCALE_MIN ? CT_LOSS_SCALE_MIN : s->loss_scale * 0.5f;
     } else {
         s->applied_steps++;
         if (s->growth_steps > 0 && ++s->clean_steps >= s->growth_steps) {
-            s->scale = s->scale * 2.0f > CT_LOSS_SCALE_MAX ? CT_LOSS_SCALE_MAX : s->scale * 2.0f;
+            s->loss_scale = s->loss_scale * 2.0f > CT_LOSS_SCALE_MAX ? CT_LOSS_SCALE_MAX : s->loss_scale * 2.0f;
             s->clean_steps = 0;
         }
     }

@@ -111,7 +111,7 @@ ct_status ct_run_snapshot(ct_run *run, double test_accuracy, ct_checkpoint *ck, 
         ct_scaler s;
         st = run->replicas[0].be->ops->scaler_get(run->replicas[0].be, &s, err);
         ck->has_scaler = 1;
-        ck->loss_scale = s.scale;
+        ck->loss_scale = s.loss_scale;
         ck->clean_steps = s.clean_steps;
         ck->growth_steps = s.growth_steps;
         ck->applied_steps = s.applied_steps;
@@ -188,12 +188,12 @@ ct_status ct_run_restore(ct_run *run, const ct_checkpoint *ck, const char *sourc
          * leaves the config's starting scaler. The growth interval is the config's. */
         if (st == CT_OK && run->cfg.train.precision == CT_PREC_FP16 && ck->has_scaler) {
             ct_scaler s = ct_train_scaler_start(&run->cfg.train);
-            s.scale = ck->loss_scale;
+            s.loss_scale = ck->loss_scale;
             s.clean_steps = ck->clean_steps;
             s.applied_steps = ck->applied_steps;
             s.skipped_steps = ck->skipped_steps;
             if (s.growth_steps == 0 && run->cfg.train.loss_scale > 0)
-                s.scale = run->cfg.train.loss_scale;   /* a fixed scale is the config's */
+                s.loss_scale = run->cfg.train.loss_scale;   /* a fixed scale is the config's */
             st = run->replicas[i].be->ops->scaler_set(run->replicas[i].be, &s, err);
         }
     }

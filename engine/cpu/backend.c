@@ -90,11 +90,11 @@ static ct_status cpu_loss(ct_backend *be, const ct_tensor *logits, const ct_tens
                                         1.0f / (float)n, &correct);
     /* the scale as a second rounding, ((p - onehot) * (1/n)) * scale, as the CUDA kernel
      * (ct_launch_softmax_xent_scaled) does; exact for dynamic scaling's powers of two */
-    if (st->scaling && dlogits) {
-        float *d = ct_f32(dlogits), scale = st->scaler.scale;
+    if (st->loss_scaling && dlogits) {
+        float *d = ct_f32(dlogits), loss_scale = st->scaler.loss_scale;
         size_t count = (size_t)n * (size_t)logits->shape.c;
         for (size_t i = 0; i < count; i++)
-            d[i] *= scale;
+            d[i] *= loss_scale;
     }
     st->correct += correct;
     return CT_OK;
@@ -155,7 +155,7 @@ static ct_status cpu_update(ct_backend *be, const ct_optim_step *s, ct_err *err)
 static ct_status cpu_optimizer_step(ct_backend *be, const ct_optim_step *s, ct_err *err)
 {
     ct_cpu_state *cs = ct_cpu_of(be);
-    if (s->scaled && !cs->scaling)
+    if (s->scaled && !cs->loss_scaling)
         return ct_fail(err, CT_ERR_INTERNAL, "cpu backend: a scaled update without a loss scaler (scaler_set)");
     ct_status st = CT_OK;
     if (!s->scaled || cs->scaler.nonfinite == 0) {
@@ -172,7 +172,7 @@ static ct_status cpu_scaler_set(ct_backend *be, const ct_scaler *s, ct_err *err)
 {
     (void)err;
     ct_cpu_state *cs = ct_cpu_of(be);
-    cs->scaling = s != NULL;
+    cs->loss_scaling = s != NULL;
     if (s)
         cs->scaler = *s;
     return CT_OK;
@@ -181,7 +181,7 @@ static ct_status cpu_scaler_set(ct_backend *be, const ct_scaler *s, ct_err *err)
 static ct_status cpu_scaler_get(ct_backend *be, ct_scaler *out, ct_err *err)
 {
     ct_cpu_state *cs = ct_cpu_of(be);
-    if (!cs->scaling)
+    if (!cs->loss_scaling)
         return ct_fail(err, CT_ERR_INTERNAL, "cpu backend: no loss scaler is set");
     *out = cs->scaler;
     return CT_OK;
@@ -191,10 +191,10 @@ static ct_status cpu_scaler_get(ct_backend *be, ct_scaler *out, ct_err *err)
 static ct_status cpu_unscale(ct_backend *be, ct_tensor *grads, ct_err *err)
 {
     ct_cpu_state *cs = ct_cpu_of(be);
-    if (!cs->scaling)
+    if (!cs->loss_scaling)
         return ct_fail(err, CT_ERR_INTERNAL, "cpu backend: unscale without a loss scaler (scaler_set)");
     /* multiplied by the reciprocal, as PyTorch's GradScaler: exact for power-of-two scales */
-    long bad = ct_cpu_unscale(ct_f32(grads), grads->count, 1.0f / cs->scaler.scale);
+    long bad = ct_cpu_unscale(ct_f32(grads), grads->count, 1.0f / cs->scaler.loss_scale);
     cs->scaler.nonfinite += bad > INT32_MAX - cs->scaler.nonfinite ? INT32_MAX - cs->scaler.nonfinite : (int32_t)bad;
     return CT_OK;
 }

@@ -44,15 +44,15 @@ static void centered_sums_block(const float *p, const float *pc, const float *q,
     }
 }
 
-/* x, y: (rows, c); for channels [j0, j0 + nj): y = x * scale + shift; scale, shift: (nj) */
+/* x, y: (rows, c); for channels [j0, j0 + nj): y = x * gain + offset; gain, offset: (nj) */
 static void scale_shift_block(const float *x, float *y, int rows, int c, int j0, int nj,
-                              const float *scale, const float *shift)
+                              const float *gain, const float *offset)
 {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < rows; i++) {
         const float *xr = x + (size_t)i * c + j0;
         float *yr = y + (size_t)i * c + j0;
-        for (int j = 0; j < nj; j++) yr[j] = xr[j] * scale[j] + shift[j];
+        for (int j = 0; j < nj; j++) yr[j] = xr[j] * gain[j] + offset[j];
     }
 }
 
@@ -66,17 +66,17 @@ static void normalise_block(const float *x, float *y, int rows, int c, int j0, i
                             float *save_invstd, float *run_mean, float *run_var, double unbias, float momentum,
                             float eps)
 {
-    float scale[BLOCK], shift[BLOCK];
+    float gain[BLOCK], offset[BLOCK];
     for (int j = 0; j < nj; j++) {
         double invstd = 1.0 / sqrt(var[j] + eps);
         save_mean[j0 + j] = (float)mean[j];
         save_invstd[j0 + j] = (float)invstd;
         run_mean[j0 + j] = (float)((1.0 - momentum) * run_mean[j0 + j] + momentum * mean[j]);
         run_var[j0 + j] = (float)((1.0 - momentum) * run_var[j0 + j] + momentum * var[j] * unbias);
-        scale[j] = (float)(gamma[j0 + j] * invstd);
-        shift[j] = (float)(beta[j0 + j] - mean[j] * gamma[j0 + j] * invstd);
+        gain[j] = (float)(gamma[j0 + j] * invstd);
+        offset[j] = (float)(beta[j0 + j] - mean[j] * gamma[j0 + j] * invstd);
     }
-    scale_shift_block(x, y, rows, c, j0, nj, scale, shift);
+    scale_shift_block(x, y, rows, c, j0, nj, gain, offset);
 }
 
 // x, y: (rows, c); gamma, beta, save_mean, save_invstd, run_mean, run_var: (c)
@@ -111,13 +111,13 @@ void ct_cpu_batchnorm_forward_eval(const float *x, const float *gamma, const flo
 {
     for (int j0 = 0; j0 < c; j0 += BLOCK) {
         int nj = block_len(c, j0);
-        float scale[BLOCK], shift[BLOCK];
+        float gain[BLOCK], offset[BLOCK];
         for (int j = 0; j < nj; j++) {
             double k = gamma[j0 + j] / sqrt((double)run_var[j0 + j] + eps);
-            scale[j] = (float)k;
-            shift[j] = (float)(beta[j0 + j] - run_mean[j0 + j] * k);
+            gain[j] = (float)k;
+            offset[j] = (float)(beta[j0 + j] - run_mean[j0 + j] * k);
         }
-        scale_shift_block(x, y, rows, c, j0, nj, scale, shift);
+        scale_shift_block(x, y, rows, c, j0, nj, gain, offset);
     }
 }
 

@@ -12,8 +12,8 @@ typedef struct ct_cpu_state {
     float *workspace;        /* shared by all layers: im2col of the largest convolution */
     float *scratch;          /* (n, largest layer output): gradient before a fused activation */
     ct_step_scalars step;    /* of the step being run */
-    ct_scaler scaler;        /* fp16's loss scaler, with scaling on */
-    int scaling;             /* 1: the loss scales dlogits and unscale divides the gradients */
+    ct_scaler scaler;        /* fp16's loss scaler, with loss_scaling on */
+    int loss_scaling;        /* 1: the loss scales dlogits and unscale divides the gradients */
     float *f16_values;       /* (65536) the fp32 value of every fp16 bit pattern (ct_f32_from_f16):
                               * the half path widens by lookup */
     double loss_sum;         /* metric accumulators */

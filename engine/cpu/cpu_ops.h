@@ -117,8 +117,8 @@ void ct_cpu_sgd_step(float *w, const float *g, float *vel, size_t n, float lr, f
  * (decoupled = 1, w -= lr * wd * w, torch.optim.AdamW). t: the step number, from 1. */
 void ct_cpu_adam_step(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                       float beta2, float eps, float weight_decay, int decoupled, long t);
-/* g (n) *= inv_scale; returns how many of the results are not finite. */
-long ct_cpu_unscale(float *g, size_t n, float inv_scale);
+/* g (n) *= inv_loss_scale; returns how many of the results are not finite. */
+long ct_cpu_unscale(float *g, size_t n, float inv_loss_scale);
 /* h (n) = w rounded to fp16 (half = CT_DTYPE_F16) or bf16, to nearest even. */
 void ct_cpu_round_params(const float *w, uint16_t *h, size_t n, int half_dtype);
 

@@ -11,12 +11,12 @@ static float keep_scale(float rate) { return rate < 1.0f ? 1.0f / (1.0f - rate) 
 static void dropout_forward_from(const float *x, float *y, uint8_t *mask, size_t n, float rate, uint64_t seed,
                                  uint64_t stream, uint64_t first)
 {
-    const float scale = keep_scale(rate);
+    const float inv_keep = keep_scale(rate);
 #pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         uint8_t keep = ct_uniform(seed, stream, first + i) >= rate;
         mask[i] = keep;
-        y[i] = keep ? x[i] * scale : 0.0f;
+        y[i] = keep ? x[i] * inv_keep : 0.0f;
     }
 }
 
@@ -30,9 +30,9 @@ void ct_cpu_dropout_forward(const float *x, float *y, uint8_t *mask, size_t n, f
 void ct_cpu_dropout_backward(const float *dy, const uint8_t *mask, float *dx, size_t n, float rate,
                              int accumulate)
 {
-    const float scale = keep_scale(rate);
+    const float inv_keep = keep_scale(rate);
 #pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) dx[i] = (accumulate ? dx[i] : 0.0f) + (mask[i] ? dy[i] * scale : 0.0f);
+    for (size_t i = 0; i < n; i++) dx[i] = (accumulate ? dx[i] : 0.0f) + (mask[i] ? dy[i] * inv_keep : 0.0f);
 }
 
 /* The mask (aux, uint8) of the last training forward. */

@@ -45,12 +45,12 @@ void ct_cpu_adam_step(float *w, const float *g, float *m, float *v, size_t n, fl
 }
 
 // g: (n) fp32, scaled in place
-long ct_cpu_unscale(float *g, size_t n, float inv_scale)
+long ct_cpu_unscale(float *g, size_t n, float inv_loss_scale)
 {
     long bad = 0;
 #pragma omp parallel for schedule(static) reduction(+ : bad) if (n > CT_CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
-        g[i] *= inv_scale;
+        g[i] *= inv_loss_scale;
         bad += !isfinite(g[i]);
     }
     return bad;

@@ -86,7 +86,7 @@ static ct_status cuda_optimizer_step(ct_backend *be, const ct_optim_step *s, ct_
 {
     ct_cuda *cu = ct_cuda_of(be);
     size_t count = s->params->count;
-    if (s->scaled && !cu->scaling)
+    if (s->scaled && !cu->loss_scaling)
         return ct_fail(err, CT_ERR_INTERNAL, "cuda backend: a scaled update without a loss scaler (scaler_set)");
     const ct_tensor *all[4] = {s->params, s->grads, s->m, s->v};
     for (int i = 0; i < 4; i++)
@@ -134,11 +134,11 @@ static ct_status cuda_optimizer_step(ct_backend *be, const ct_optim_step *s, ct_
 static ct_status cuda_scaler_set(ct_backend *be, const ct_scaler *s, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
-    int scaling = s != NULL;
+    int loss_scaling = s != NULL;
     CT_CUDA_CHECK(cudaStreamSynchronize(cu->compute), err);
-    if (scaling != cu->scaling)
+    if (loss_scaling != cu->loss_scaling)
         ct_cuda_capture_reset(cu);
-    cu->scaling = scaling;
+    cu->loss_scaling = loss_scaling;
     if (!s)
         return CT_OK;
     *cu->scaler_host = *s;
@@ -152,7 +152,7 @@ static ct_status cuda_scaler_set(ct_backend *be, const ct_scaler *s, ct_err *err
 static ct_status cuda_scaler_get(ct_backend *be, ct_scaler *out, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
-    if (!cu->scaling)
+    if (!cu->loss_scaling)
         return ct_fail(err, CT_ERR_INTERNAL, "cuda backend: no loss scaler is set");
     CT_CUDA_CHECK(cudaMemcpyAsync(cu->scaler_host, cu->scaler, sizeof *cu->scaler, cudaMemcpyDeviceToHost,
                                   cu->compute), err);
@@ -165,7 +165,7 @@ static ct_status cuda_scaler_get(ct_backend *be, ct_scaler *out, ct_err *err)
 static ct_status cuda_unscale(ct_backend *be, ct_tensor *grads, ct_err *err)
 {
     ct_cuda *cu = ct_cuda_of(be);
-    if (!cu->scaling)
+    if (!cu->loss_scaling)
         return ct_fail(err, CT_ERR_INTERNAL, "cuda backend: unscale without a loss scaler (scaler_set)");
     if (grads->dtype != CT_DTYPE_F32)
         return ct_fail(err, CT_ERR_INTERNAL, "cuda backend: unscale takes fp32 gradients");

@@ -93,7 +93,7 @@ typedef struct ct_cuda {
      * copies it in and out through the pinned scaler_host outside steps. */
     ct_scaler *scaler;
     ct_scaler *scaler_host;
-    int scaling;                 /* 1: the loss scales dlogits and unscale divides the gradients */
+    int loss_scaling;            /* 1: the loss scales dlogits and unscale divides the gradients */
 
     ct_lt_plans *plans;
     ct_dnn_cache conv;           /* conv2d.c: descriptors and measured algorithms per shape */

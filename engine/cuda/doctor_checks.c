@@ -57,7 +57,7 @@ static void fill_uniform(float *x, size_t n, uint64_t seed)
  * GPU's result gives INFINITY. */
 static double gemm_error(const gpu_probe *p)
 {
-    double worst = 0.0, scale = 0.0;
+    double worst = 0.0, magnitude = 0.0;
     for (int i = 0; i < GEMM_N; i++)
         for (int j = 0; j < GEMM_N; j++) {
             double ref = 0.0;
@@ -67,14 +67,14 @@ static double gemm_error(const gpu_probe *p)
             if (!isfinite(got))
                 return INFINITY;
             worst = fmax(worst, fabs(got - ref));
-            scale = fmax(scale, fabs(ref));
+            magnitude = fmax(magnitude, fabs(ref));
         }
-    return worst / fmax(scale, 1e-30);
+    return worst / fmax(magnitude, 1e-30);
 }
 
 static double conv_error(const gpu_probe *p)
 {
-    double worst = 0.0, scale = 0.0;
+    double worst = 0.0, magnitude = 0.0;
     for (int n = 0; n < CONV_N; n++)
         for (int oy = 0; oy < CONV_H; oy++)
             for (int ox = 0; ox < CONV_W; ox++)
@@ -94,9 +94,9 @@ static double conv_error(const gpu_probe *p)
                     if (!isfinite(got))
                         return INFINITY;
                     worst = fmax(worst, fabs(got - ref));
-                    scale = fmax(scale, fabs(ref));
+                    magnitude = fmax(magnitude, fabs(ref));
                 }
-    return worst / fmax(scale, 1e-30);
+    return worst / fmax(magnitude, 1e-30);
 }
 
 static ct_status probe_host(gpu_probe *p, ct_err *err)

@@ -99,8 +99,8 @@ ct_status ct_cuda_input_submit(ct_backend *be, const ct_input_batch *b, ct_tenso
         /* a quarter of the bytes crossed the bus; crops, flips and normalisation happen here */
         const ct_augment_params *a = b->aug;
         CT_CUDA_CHECK(ct_launch_augment_u8((const unsigned char *)r->dev_x[slot], ct_f32(x), b->n, b->shape.h,
-                                           b->shape.w, b->shape.c, a->crop_pad, a->flip, b->augment, a->scale,
-                                           a->bias, (unsigned long long)b->augment_seed, b->first_sample,
+                                           b->shape.w, b->shape.c, a->crop_pad, a->flip, b->augment, a->norm_scale,
+                                           a->norm_bias, (unsigned long long)b->augment_seed, b->first_sample,
                                            cu->compute), err);
     }
     CT_CUDA_CHECK(cudaMemcpyAsync(labels->data, r->dev_y[slot], y_bytes, cudaMemcpyDeviceToDevice, cu->compute), err);

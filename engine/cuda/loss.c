@@ -14,7 +14,7 @@ ct_status ct_cuda_loss(ct_backend *be, const ct_tensor *logits, const ct_tensor 
     /* with scaling on, dlogits = ((p - onehot) * (1/n)) * scale, the scale read on the device (a
      * replayed step sees the current one); for the power-of-two scales of dynamic scaling the bits
      * of the CPU's one factor (1/n) * scale */
-    if (cu->scaling && dlogits)
+    if (cu->loss_scaling && dlogits)
         CT_CUDA_CHECK(ct_launch_softmax_xent_scaled(ct_f32(logits), ct_i32(labels), ct_f32(dlogits), cu->loss_sum,
                                                     cu->correct, n, logits->shape.c, 1.0f / (float)n, cu->scaler,
                                                     cu->compute), err);

@@ -135,7 +135,7 @@ ct_status ct_train_bench(ct_run *run, int warmup, long steps, ct_bench_result *o
     }
     if (st == CT_OK)
         st = be->ops->read_metrics(be, &loss, &correct, 1, err);
-    ct_scaler sc = {.scale = -1.0};
+    ct_scaler sc = {.loss_scale = -1.0};
     int scaled = run->cfg.train.precision == CT_PREC_FP16;
     if (st == CT_OK && scaled)
         st = be->ops->scaler_get(be, &sc, err);
@@ -148,7 +148,7 @@ ct_status ct_train_bench(ct_run *run, int warmup, long steps, ct_bench_result *o
         .batch = run->batch, .steps = done, .ms_per_step = total / (double)done, .ms_per_step_min = best,
         .images_per_s = total > 0 ? (double)run->batch * (double)done / (total / 1000.0) : 0.0,
         .graph = be->capture, .precision = ct_precision_name(run->cfg.train.precision),
-        .loss_scale = scaled ? sc.scale : -1.0, .skipped_steps = scaled ? (long)sc.skipped_steps : -1,
+        .loss_scale = scaled ? sc.loss_scale : -1.0, .skipped_steps = scaled ? (long)sc.skipped_steps : -1,
     };
     return CT_OK;
 }

@@ -134,7 +134,7 @@ ct_scaler ct_train_scaler_start(const ct_train_config *t)
 {
     /* a fixed scale never moves (growth 0); dynamic starts at loss_scale_init */
     return (ct_scaler){
-        .scale = t->loss_scale > 0 ? t->loss_scale : t->loss_scale_init,
+        .loss_scale = t->loss_scale > 0 ? t->loss_scale : t->loss_scale_init,
         .growth_steps = t->loss_scale > 0 ? 0 : t->loss_scale_growth_steps,
     };
 }
@@ -350,9 +350,9 @@ static ct_status non_finite_failure(ct_run *run, int n, ct_err *err)
  * completed, with the image count it was taken at. */
 /* fp16's loss scaler of the first replica (they agree), read outside any step; -1 values without
  * one. */
-static ct_status read_scaler(ct_run *run, double *scale, long *skipped, ct_err *err)
+static ct_status read_scaler(ct_run *run, double *loss_scale, long *skipped, ct_err *err)
 {
-    *scale = -1.0;
+    *loss_scale = -1.0;
     *skipped = -1;
     if (run->cfg.train.precision != CT_PREC_FP16)
         return CT_OK;
@@ -360,7 +360,7 @@ static ct_status read_scaler(ct_run *run, double *scale, long *skipped, ct_err *
     ct_backend *be = run->replicas[0].be;
     ct_status st = be->ops->scaler_get(be, &s, err);
     if (st == CT_OK) {
-        *scale = s.scale;
+        *loss_scale = s.loss_scale;
         *skipped = (long)s.skipped_steps;
     }
     return st;
@@ -372,10 +372,10 @@ static ct_status read_scaler(ct_run *run, double *scale, long *skipped, ct_err *
 static int report_progress(const ct_callbacks *cb, ct_run *run, long done, long steps, long images, long own,
                            double started, double waited, ct_err *err, ct_status *st)
 {
-    double loss_sum = 0.0, scale = -1.0;
+    double loss_sum = 0.0, loss_scale = -1.0;
     long correct = 0, seen = -1, skipped = -1;
     /* on a GPU the scaler would have to wait for the stream: the epoch's end reports it there */
-    if (run->replicas[0].dev->host_memory && (*st = read_scaler(run, &scale, &skipped, err)) != CT_OK)
+    if (run->replicas[0].dev->host_memory && (*st = read_scaler(run, &loss_scale, &skipped, err)) != CT_OK)
         return 1;
     for (int i = 0; i < run->n_replicas; i++) {
         ct_backend *be = run->replicas[i].be;

@@ -86,14 +86,14 @@ int cli_on_epoch(const ct_epoch_stats *s, void *user)
     }
     if (pr->log) {
         /* no test set: null, so a reader never mistakes a placeholder for a figure */
-        char test_loss[32] = "null", test_acc[32] = "null", scale[32] = "null", skipped[32] = "null";
+        char test_loss[32] = "null", test_acc[32] = "null", loss_scale[32] = "null", skipped[32] = "null";
         if (s->test_accuracy >= 0) {
             snprintf(test_loss, sizeof test_loss, "%.6f", s->test_loss);
             snprintf(test_acc, sizeof test_acc, "%.6f", s->test_accuracy);
         }
         /* null without a loss scaler (fp32, bf16) */
         if (s->skipped_steps >= 0) {
-            snprintf(scale, sizeof scale, "%.9g", s->loss_scale);
+            snprintf(loss_scale, sizeof loss_scale, "%.9g", s->loss_scale);
             snprintf(skipped, sizeof skipped, "%ld", s->skipped_steps);
         }
         fprintf(pr->log,
@@ -105,7 +105,7 @@ int cli_on_epoch(const ct_epoch_stats *s, void *user)
                 s->epoch, s->epochs, s->step, s->loss, s->train_accuracy, test_loss, test_acc,
                 s->images_per_s, s->seconds, s->learning_rate, s->input_wait_share,
                 ct_input_verdict(s->input_wait_share), s->input_workers, s->input_prefetch,
-                s->precision ? s->precision : "fp32", scale, skipped, pr->batch);
+                s->precision ? s->precision : "fp32", loss_scale, skipped, pr->batch);
         if (pr->search && pr->search->n_trials) {
             /* the search, once: what was tried; images_per_s null where nothing was measured */
             fprintf(pr->log, ", \"batch_search\": [");
