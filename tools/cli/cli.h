@@ -42,6 +42,9 @@ typedef struct cli_options {
 /* Opens the config and applies --set and --devices; prints the failure and returns an exit code,
  * or CLI_OK with *out open. */
 int cli_open(const cli_options *opt, ct_net **out);
+/* cli_open, then prepared for evaluation or prediction (nothing trains) with --weights loaded when
+ * given; prints the failure and returns an exit code, or CLI_OK with *out open. */
+int cli_open_inference(const cli_options *opt, ct_net **out);
 /* Prints "cutrain: <message>" and returns the exit code for the status. */
 int cli_fail(ct_net *net, ct_status status);
 int cli_exit_code(ct_status status);

@@ -4,17 +4,9 @@
 static int cmd_eval(const cli_options *opt)
 {
     ct_net *net = NULL;
-    int rc = cli_open(opt, &net);
+    int rc = cli_open_inference(opt, &net);
     if (rc != CLI_OK)
         return rc;
-    /* before the weights load: batch = max | auto are refused here, nothing trains */
-    ct_status prepared = ct_prepare_inference(net);
-    if (prepared != CT_OK)
-        return cli_fail(net, prepared);
-    if (opt->weights && (rc = cli_load_weights(net, opt->weights)) != CLI_OK) {
-        ct_close(net);
-        return rc;
-    }
     ct_eval_result r;
     double started = cli_now();
     ct_status st = ct_evaluate(net, &r);

@@ -17,17 +17,9 @@ static int write_csv(FILE *out, const int *classes, const float *probabilities, 
 static int cmd_predict(const cli_options *opt)
 {
     ct_net *net = NULL;
-    int rc = cli_open(opt, &net);
+    int rc = cli_open_inference(opt, &net);  /* predict needs --weights (its record says so) */
     if (rc != CLI_OK)
         return rc;
-    /* before the weights load: batch = max | auto are refused here, nothing trains */
-    ct_status prepared = ct_prepare_inference(net);
-    if (prepared != CT_OK)
-        return cli_fail(net, prepared);
-    if ((rc = cli_load_weights(net, opt->weights)) != CLI_OK) {
-        ct_close(net);
-        return rc;
-    }
     int h, w, c;
     ct_input_shape(net, &h, &w, &c, NULL);
     ct_images images;

@@ -67,6 +67,24 @@ int cli_open(const cli_options *opt, ct_net **out)
     return CLI_OK;
 }
 
+int cli_open_inference(const cli_options *opt, ct_net **out)
+{
+    ct_net *net = NULL;
+    int rc = cli_open(opt, &net);
+    if (rc != CLI_OK)
+        return rc;
+    /* before the weights load: batch = max | auto are refused here, nothing trains */
+    ct_status prepared = ct_prepare_inference(net);
+    if (prepared != CT_OK)
+        return cli_fail(net, prepared);
+    if (opt->weights && (rc = cli_load_weights(net, opt->weights)) != CLI_OK) {
+        ct_close(net);
+        return rc;
+    }
+    *out = net;
+    return CLI_OK;
+}
+
 double cli_now(void)
 {
     struct timespec ts;
