@@ -7,7 +7,7 @@
 #                     binaries, which share most of their code (xz's window spans them all), so it
 #                     fits the 64 MiB a device call carries; device_check.sh unpacks it there
 #   fmnist/           the four Fashion-MNIST .gz files (the GPU machine has no dataset package)
-# All three are kept out of git through .git/info/exclude. The PyTorch side of the benchmarks,
+# All three are kept out of git through the checkout's info/exclude. The PyTorch side of the benchmarks,
 # tools/torch_peer.py, travels with the repository. It prints the call to make.
 #
 # The GPU machine (Ubuntu 24.04) has the CUDA toolkit, cuDNN and NCCL but none of the optional
@@ -31,9 +31,14 @@ for f in "${FILES[@]}"; do
         exit 2
     fi
 done
-for p in /$BUILD/ /$BUILD.tar.xz /fmnist/; do
-    grep -qxF "$p" .git/info/exclude 2>/dev/null || echo "$p" >>.git/info/exclude
-done
+# A clone may lack .git/info (some clone tools leave it out), or be a worktree whose .git is a file,
+# or not be a git checkout at all: ask git where the exclude file lives and make its folder.
+if exclude=$(git rev-parse --git-path info/exclude 2>/dev/null); then
+    mkdir -p "$(dirname "$exclude")"
+    for p in /$BUILD/ /$BUILD.tar.xz /fmnist/; do
+        grep -qxF "$p" "$exclude" 2>/dev/null || echo "$p" >>"$exclude"
+    done
+fi
 mkdir -p fmnist
 for f in "${FILES[@]}"; do cp "$DATA_SRC/$f" fmnist/; done
 
