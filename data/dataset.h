@@ -17,6 +17,14 @@ typedef struct ct_dataset {
     long count;
     ct_shape shape;
     int classes;       /* 1 + the largest label (10 for the formats here) */
+    /* A set decoded on demand (format = imagefolder): images is NULL and the format's record reads
+     * each sample (data/format.h); `source` is the format's own state (the file index). */
+    void *source;
+    /* The class names, classes of them, in label order (NULL for formats without names), and a
+     * hash of what the set is made of (the index of files: paths, sizes, labels; 0 when the format
+     * has none), which checkpoints keep so that resuming on a changed folder is refused. */
+    char **class_names;
+    uint64_t index_hash;
 } ct_dataset;
 
 /* IDX images (magic 0x00000803) and labels (0x00000801), raw or gzip (detected by content).

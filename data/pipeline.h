@@ -143,6 +143,9 @@ typedef struct ct_pipeline_stats {
     double producer_images_per_s;   /* workers x that */
     double consumer_images_per_s;   /* the caller's measured rate (0: not measured) */
     long batches, images;           /* delivered by next() since create */
+    long long input_bytes;          /* compressed bytes the workers read for them (0 for formats
+                                       held in memory) */
+    long bad_images;                /* on_bad_image = skip: samples replaced since create */
     double wait_seconds;            /* total blocked in next() since create */
 } ct_pipeline_stats;
 
