@@ -101,8 +101,8 @@ static ct_status not_an_image(const uint8_t *bytes, size_t n, ct_err *err)
     if (n == 0)
         return ct_fail(err, CT_ERR_DATA, "the file is empty, not a JPEG or PNG image");
     char head[3 * 8 + 1] = "";
-    for (size_t i = 0; i < n && i < 8; i++)
-        snprintf(head + 3 * i, sizeof head - 3 * i, "%s%02x", i ? " " : "", bytes[i]);
+    for (size_t i = 0, at = 0; i < n && i < 8; i++)
+        at += (size_t)snprintf(head + at, sizeof head - at, "%s%02x", i ? " " : "", bytes[i]);
     return ct_fail(err, CT_ERR_DATA, "not a JPEG or PNG image (%zu bytes, starting %s)", n, head);
 }
 

@@ -182,9 +182,12 @@ static ct_status decode(ct_jpeg_reader *j, const uint8_t *bytes, size_t n, const
 
     JDIMENSION xoff = 0, cols = (JDIMENSION)width;
     if (opt->region && (x0 > 0 || x1 < width)) {
-        xoff = (JDIMENSION)x0;
-        cols = (JDIMENSION)(x1 - x0);
-        jpeg_crop_scanline(d, &xoff, &cols);   /* widens to iMCU boundaries */
+        /* One column more on each side than the region needs: the crop's first and last columns
+         * are upsampled (4:2:0, 4:2:2) as image edges, without their outer neighbours' chroma. */
+        int c0 = x0 > 0 ? x0 - 1 : x0, c1 = x1 < width ? x1 + 1 : x1;
+        xoff = (JDIMENSION)c0;
+        cols = (JDIMENSION)(c1 - c0);
+        jpeg_crop_scanline(d, &xoff, &cols);   /* widens the left side to an iMCU boundary */
     }
     int first = opt->region ? y0 : 0, last = opt->region ? y1 : height;
     size_t stride = (size_t)d->output_width * (size_t)d->output_components;

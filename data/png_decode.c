@@ -137,9 +137,9 @@ static ct_status decode(ct_png_reader *p, const ct_image_region *r, int channels
         png_set_expand_gray_1_2_4_to_8(png);
     if (depth == 16)
         png_set_scale_16(png);
-    if (type & PNG_COLOR_MASK_ALPHA)
+    /* a palette's tRNS becomes alpha on expansion (grey's and RGB's stay aside): stripped too */
+    if ((type & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS))
         png_set_strip_alpha(png);
-    /* tRNS is left alone: without png_set_tRNS_to_alpha it adds no channel */
     int interlaced = png_get_interlace_type(png, info) != PNG_INTERLACE_NONE;
     if (interlaced)
         png_set_interlace_handling(png);
