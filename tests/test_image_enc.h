@@ -47,7 +47,7 @@ static void enc_tile(const uint8_t *images, int first, int cols, int rows, uint8
                    images + (size_t)(first + t) * 784 + y * 28, 28);
 }
 
-/* kind: 0 baseline 4:4:4, 1 progressive 4:4:4, 2 baseline 4:2:0; px: (h, w, comps) in in_cs
+/* kind: 0 baseline 4:4:4, 1 progressive 4:4:4, 2 baseline 4:2:0, 3 progressive 4:2:0; px: (h, w, comps) in in_cs
  * (JCS_GRAYSCALE, JCS_RGB, JCS_CMYK); jpeg_cs: the colour space stored (JCS_YCCK for YCCK). */
 static enc_buf enc_jpeg(const uint8_t *px, int w, int h, int comps, J_COLOR_SPACE in_cs, J_COLOR_SPACE jpeg_cs,
                         int kind, int quality)
@@ -66,10 +66,10 @@ static enc_buf enc_jpeg(const uint8_t *px, int w, int h, int comps, J_COLOR_SPAC
     jpeg_set_defaults(&c);
     jpeg_set_colorspace(&c, jpeg_cs);
     jpeg_set_quality(&c, quality, TRUE);
-    if (kind != 2)
+    if (kind < 2)
         for (int i = 0; i < c.num_components; i++)
             c.comp_info[i].h_samp_factor = c.comp_info[i].v_samp_factor = 1;
-    if (kind == 1)
+    if (kind == 1 || kind == 3)
         jpeg_simple_progression(&c);
     jpeg_start_compress(&c, TRUE);
     while (c.next_scanline < c.image_height) {
