@@ -311,7 +311,11 @@ static ct_status finish(const ct_data_settings *dc, folder_source *s, const char
     ds->source = s;
     ds->count = s->ix.count;
     ds->shape = (ct_shape){s->out_h, s->out_w, s->channels};
-    ds->index_hash = ct_image_index_hash(&s->ix, strlen(root) + 1);
+    /* the paths below root ("root/class/x.png" -> "class/x.png"), so a moved folder hashes the same */
+    size_t root_len = strlen(root);
+    if (root_len && root[root_len - 1] != '/')
+        root_len++;
+    ds->index_hash = ct_image_index_hash(&s->ix, root_len);
     return CT_OK;
 }
 

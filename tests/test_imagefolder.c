@@ -208,6 +208,15 @@ static void test_index(fixture *fx)
     CHECK(ct_data_load(&dc, 1, &tr2, &te2, &err) == CT_OK && tr2.index_hash != grown && tr2.index_hash != hash);
     ct_dataset_free(&tr2);
     CHECK(rename(q, p) == 0);
+    /* the whole folder moved: the paths below it are the same, and so is the hash */
+    char moved[300];
+    snprintf(moved, sizeof moved, "%s/moved", fx->root);
+    CHECK(rename(train, moved) == 0);
+    dc.train = moved;
+    CHECK(ct_data_load(&dc, 1, &tr2, &te2, &err) == CT_OK && tr2.index_hash == grown);
+    ct_dataset_free(&tr2);
+    CHECK(rename(moved, train) == 0);
+    dc.train = train;
 
     /* classes = mango, Zebra: two classes in that order */
     dc.class_list = "mango, Zebra";
