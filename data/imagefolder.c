@@ -482,8 +482,10 @@ static ct_status open_set(const ct_data_settings *dc, ct_data_split split, uint6
         unsigned char *keep = calloc((size_t)s->ix.count, 1);
         if (!keep)
             st = ct_fail(err, CT_ERR_NOMEM, "out of memory opening %s", root);
+        /* evenly spread over the index, so that every class keeps its share (the first N
+         * entries would be the first classes only) */
         for (long i = 0; keep && i < limit; i++)
-            keep[i] = 1;
+            keep[(long)((double)i * (double)s->ix.count / (double)limit)] = 1;
         if (keep)
             keep_entries(&s->ix, keep);
         free(keep);

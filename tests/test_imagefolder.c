@@ -218,6 +218,13 @@ static void test_index(fixture *fx)
     CHECK(rename(moved, train) == 0);
     dc.train = train;
 
+    /* train_limit spreads over the classes */
+    dc.train_limit = 6;
+    CHECK(ct_data_load(&dc, 1, &tr2, &te2, &err) == CT_OK && tr2.count == 6);
+    CHECK(tr2.count == 6 && tr2.labels[0] == 0 && tr2.labels[2] == 1 && tr2.labels[4] == 2 && tr2.labels[5] == 2);
+    ct_dataset_free(&tr2);
+    dc.train_limit = 0;
+
     /* classes = mango, Zebra: two classes in that order */
     dc.class_list = "mango, Zebra";
     CHECK_MSG(ct_data_load(&dc, 1, &tr2, &te2, &err) == CT_OK, "%s", err.msg);
