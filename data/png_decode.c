@@ -157,6 +157,7 @@ ct_status ct_png_read_info(ct_png_reader *p, const uint8_t *bytes, size_t n, ct_
 }
 
 /* Decodes the region; called under png_jmpbuf, so libpng's errors leave from anywhere in here. */
+// px: (r->h, r->w, channels) uint8 in p->region
 static ct_status decode(ct_png_reader *p, const ct_image_region *r, int channels, const ct_image_decode_options *opt,
                         ct_image_pixels *px, ct_err *err)
 {
