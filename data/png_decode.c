@@ -143,15 +143,22 @@ static void fill_info(ct_png_reader *p, ct_image_info *info)
     info->progressive = 0;
 }
 
+/* The setjmp sits in a function of its own that returns at once from either branch, so that no
+ * local of the caller lives across the longjmp. */
+static ct_status read_info_guarded(ct_png_reader *p, ct_image_info *info, ct_err *err)
+{
+    if (setjmp(png_jmpbuf(p->png)))
+        return ct_fail(err, CT_ERR_DATA, "PNG: %s", p->msg);
+    fill_info(p, info);
+    return CT_OK;
+}
+
 ct_status ct_png_read_info(ct_png_reader *p, const uint8_t *bytes, size_t n, ct_image_info *info, ct_err *err)
 {
     ct_status st = begin(p, bytes, n, err);
     if (st != CT_OK)
         return st;
-    if (setjmp(png_jmpbuf(p->png)))
-        st = ct_fail(err, CT_ERR_DATA, "PNG: %s", p->msg);
-    else
-        fill_info(p, info);
+    st = read_info_guarded(p, info, err);
     end(p);
     return st;
 }
@@ -225,16 +232,21 @@ static ct_status decode(ct_png_reader *p, const ct_image_region *r, int channels
     return CT_OK;
 }
 
+static ct_status decode_guarded(ct_png_reader *p, const ct_image_region *r, int channels,
+                                const ct_image_decode_options *opt, ct_image_pixels *px, ct_err *err)
+{
+    if (setjmp(png_jmpbuf(p->png)))
+        return ct_fail(err, CT_ERR_DATA, "PNG: %s", p->msg);
+    return decode(p, r, channels, opt, px, err);
+}
+
 ct_status ct_png_decode(ct_png_reader *p, const uint8_t *bytes, size_t n, const ct_image_region *r, int channels,
                         const ct_image_decode_options *opt, ct_image_pixels *px, ct_err *err)
 {
     ct_status st = begin(p, bytes, n, err);
     if (st != CT_OK)
         return st;
-    if (setjmp(png_jmpbuf(p->png)))
-        st = ct_fail(err, CT_ERR_DATA, "PNG: %s", p->msg);
-    else
-        st = decode(p, r, channels, opt, px, err);
+    st = decode_guarded(p, r, channels, opt, px, err);
     end(p);
     return st;
 }
