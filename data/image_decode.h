@@ -55,6 +55,7 @@ typedef struct ct_image_decode_options {
 
 typedef struct ct_image_decoder ct_image_decoder;
 
+/* opt NULL: both shortcuts on, no max_pixels. */
 ct_status ct_image_decoder_new(ct_image_decoder **out, const ct_image_decode_options *opt, ct_err *err);
 void ct_image_decoder_free(ct_image_decoder *d);   /* NULL is ignored */
 
@@ -70,7 +71,11 @@ ct_status ct_image_read_info(ct_image_decoder *d, const uint8_t *bytes, size_t n
  * done: the colour channels are kept as stored), 16-bit PNG samples are reduced to 8 bits,
  * palettes are expanded, CMYK and YCCK JPEGs are converted to RGB.
  * A truncated or corrupt file, or one over max_pixels, fails (CT_ERR_DATA) with the reason; out is
- * then undefined. */
+ * then undefined. libjpeg's warnings about corrupt data (it would go on and pad with grey) count
+ * as failures, except those that leave the pixels intact (stray bytes between segments, unusual
+ * scan parameters); a flaw below the region may go unnoticed, since decoding stops above it.
+ * A region outside the image, or channels other than 1 and 3, is the caller's mistake
+ * (CT_ERR_USAGE). */
 ct_status ct_image_decode_region(ct_image_decoder *d, const uint8_t *bytes, size_t n, const ct_image_region *r,
                                  int out_w, int out_h, int channels, uint8_t *out, ct_err *err);
 

@@ -153,6 +153,7 @@ static int scaled_ceil(int a, int s)
 
 /* Decodes the region; called under the reader's setjmp, so libjpeg's errors leave from anywhere
  * in here. */
+// px: (about r->h * s / 8, about r->w * s / 8, channels) uint8 in j->rows, s the DCT scale in eighths
 static ct_status decode(ct_jpeg_reader *j, const uint8_t *bytes, size_t n, const ct_image_region *r, int out_w,
                         int out_h, int channels, const ct_image_decode_options *opt, ct_image_pixels *px,
                         ct_err *err)

@@ -8,7 +8,9 @@
  *
  * libpng reports errors through an error function that must not return: ours keeps the message
  * and longjmps to png_jmpbuf; warnings are dropped (the library never prints). libpng's reader
- * cannot be reset, so one is made per image; the rows it decodes into are ours and only grow. */
+ * cannot be reset, so one is made per image, but in memory of ours: libpng allocates from an arena
+ * that is emptied per image and, when an image needed more than it held, grown before the next,
+ * so that in steady state a PNG costs no allocation (the rows it decodes into only grow too). */
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +29,35 @@ struct ct_png_reader {
     ct_image_buf row;       /* one decoded row, or the whole image when interlaced */
     ct_image_buf row_ptrs;  /* the whole image's row pointers when interlaced */
     ct_image_buf region;    /* (h, w, channels): the region's columns, converted */
+    ct_image_buf arena;     /* libpng's own allocations for one image */
+    size_t arena_used;      /* bytes of the arena given out for this image */
+    size_t arena_spill;     /* bytes this image's libpng had to get from malloc: the arena grows */
 };
+
+/* Every block starts on this boundary, as malloc's do. */
+#define ARENA_ALIGN 16
+
+static png_voidp arena_malloc(png_structp png, png_alloc_size_t size)
+{
+    ct_png_reader *p = png_get_mem_ptr(png);
+    size_t need = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+    if (need >= size && need <= p->arena.cap - p->arena_used) {
+        void *block = p->arena.p + p->arena_used;
+        p->arena_used += need;
+        return block;
+    }
+    p->arena_spill += need;
+    return malloc(size);
+}
+
+static void arena_free(png_structp png, png_voidp block)
+{
+    ct_png_reader *p = png_get_mem_ptr(png);
+    uint8_t *b = block;
+    if (p->arena.p && b >= p->arena.p && b < p->arena.p + p->arena.cap)
+        return;   /* the whole arena is reused for the next image */
+    free(block);
+}
 
 static void on_error(png_structp png, png_const_charp msg)
 {
@@ -68,6 +98,7 @@ void ct_png_reader_free(ct_png_reader *p)
     ct_image_buf_free(&p->row);
     ct_image_buf_free(&p->row_ptrs);
     ct_image_buf_free(&p->region);
+    ct_image_buf_free(&p->arena);
     free(p);
 }
 
@@ -77,7 +108,14 @@ static ct_status begin(ct_png_reader *p, const uint8_t *bytes, size_t n, ct_err 
     p->n = n;
     p->pos = 0;
     p->msg[0] = '\0';
-    p->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, p, on_error, on_warning);
+    if (p->arena_spill > 0) {   /* libpng holds nothing in the arena between images */
+        ct_status st = ct_image_buf_grow(&p->arena, p->arena.cap + p->arena_spill, err);
+        if (st != CT_OK)
+            return st;
+    }
+    p->arena_used = 0;
+    p->arena_spill = 0;
+    p->png = png_create_read_struct_2(PNG_LIBPNG_VER_STRING, p, on_error, on_warning, p, arena_malloc, arena_free);
     p->info = p->png ? png_create_info_struct(p->png) : NULL;
     if (!p->info) {
         png_destroy_read_struct(&p->png, NULL, NULL);
@@ -105,20 +143,28 @@ static void fill_info(ct_png_reader *p, ct_image_info *info)
     info->progressive = 0;
 }
 
+/* The setjmp sits in a function of its own that returns at once from either branch, so that no
+ * local of the caller lives across the longjmp. */
+static ct_status read_info_guarded(ct_png_reader *p, ct_image_info *info, ct_err *err)
+{
+    if (setjmp(png_jmpbuf(p->png)))
+        return ct_fail(err, CT_ERR_DATA, "PNG: %s", p->msg);
+    fill_info(p, info);
+    return CT_OK;
+}
+
 ct_status ct_png_read_info(ct_png_reader *p, const uint8_t *bytes, size_t n, ct_image_info *info, ct_err *err)
 {
     ct_status st = begin(p, bytes, n, err);
     if (st != CT_OK)
         return st;
-    if (setjmp(png_jmpbuf(p->png)))
-        st = ct_fail(err, CT_ERR_DATA, "PNG: %s", p->msg);
-    else
-        fill_info(p, info);
+    st = read_info_guarded(p, info, err);
     end(p);
     return st;
 }
 
 /* Decodes the region; called under png_jmpbuf, so libpng's errors leave from anywhere in here. */
+// px: (r->h, r->w, channels) uint8 in p->region
 static ct_status decode(ct_png_reader *p, const ct_image_region *r, int channels, const ct_image_decode_options *opt,
                         ct_image_pixels *px, ct_err *err)
 {
@@ -186,16 +232,21 @@ static ct_status decode(ct_png_reader *p, const ct_image_region *r, int channels
     return CT_OK;
 }
 
+static ct_status decode_guarded(ct_png_reader *p, const ct_image_region *r, int channels,
+                                const ct_image_decode_options *opt, ct_image_pixels *px, ct_err *err)
+{
+    if (setjmp(png_jmpbuf(p->png)))
+        return ct_fail(err, CT_ERR_DATA, "PNG: %s", p->msg);
+    return decode(p, r, channels, opt, px, err);
+}
+
 ct_status ct_png_decode(ct_png_reader *p, const uint8_t *bytes, size_t n, const ct_image_region *r, int channels,
                         const ct_image_decode_options *opt, ct_image_pixels *px, ct_err *err)
 {
     ct_status st = begin(p, bytes, n, err);
     if (st != CT_OK)
         return st;
-    if (setjmp(png_jmpbuf(p->png)))
-        st = ct_fail(err, CT_ERR_DATA, "PNG: %s", p->msg);
-    else
-        st = decode(p, r, channels, opt, px, err);
+    st = decode_guarded(p, r, channels, opt, px, err);
     end(p);
     return st;
 }

@@ -160,6 +160,12 @@ static void check_sample(const sample *s, ct_image_decoder *whole, ct_image_deco
                       ow, oh, r.w, r.h, m, shifted);
         else
             CHECK_MSG(m == 0, "%s: %dx%d from %dx%d: mean abs %.3f from the resized", s->name, ow, oh, r.w, r.h, m);
+        /* DCT scaling without the region shortcut: the same bytes (the crop is exact) */
+        ct_image_decoder *scale_only = new_decoder(0, 1, 0);
+        CHECK(decode(scale_only, &s->file, r, ow, oh, c, full2, &err) == CT_OK);
+        CHECK_MSG(memcmp(part, full2, (size_t)ow * oh * c) == 0, "%s: DCT-scaled region differs from the same cut "
+                  "from the whole scaled image", s->name);
+        ct_image_decoder_free(scale_only);
         CHECK(decode(whole, &s->file, r, ow, oh, c, part, &err) == CT_OK);
         CHECK_MSG(memcmp(part, expect, (size_t)ow * oh * c) == 0, "%s: unscaled resize differs", s->name);
     }
@@ -256,8 +262,47 @@ static void check_failures(const enc_buf *jpg, const enc_buf *prog, const enc_bu
     ct_image_decoder_free(d);
 }
 
+/* The weight of source pixel j in output pixel i along an axis, in doubles: the overlap of their
+ * spans when shrinking, the triangle around the centre (clamped at the edges) when growing. */
+static double ref_weight(int in, int out, int i, int j)
+{
+    if (out <= in) {
+        double lo = fmax((double)i * in / out, j), hi = fmin((double)(i + 1) * in / out, j + 1);
+        return hi > lo ? (hi - lo) * out / in : 0;
+    }
+    double pos = fmin(fmax((i + 0.5) * in / out - 0.5, 0), in - 1);
+    return fmax(0, 1 - fabs(pos - j));
+}
+
+/* ct_image_resize against that reference, for uneven ratios: within rounding */
+static void check_resize_reference(void)
+{
+    enum { SW = 37, SH = 23 };
+    static uint8_t src[SW * SH * 3], out[90 * 60 * 3], scratch[1 << 20];
+    for (int i = 0; i < SW * SH * 3; i++)
+        src[i] = (uint8_t)((i * 2654435761u) >> 24);
+    static const int sizes[][2] = {{10, 7}, {37, 23}, {5, 23}, {60, 40}, {90, 9}, {36, 22}};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int ow = sizes[k][0], oh = sizes[k][1], worst = 0;
+        CHECK(ct_image_resize_scratch(SW, SH, ow, oh, 3) <= sizeof scratch);
+        ct_image_resize(src, SW, SH, SW * 3, 3, 0, out, ow, oh, scratch);
+        for (int y = 0; y < oh; y++)
+            for (int x = 0; x < ow; x++)
+                for (int c = 0; c < 3; c++) {
+                    double v = 0;
+                    for (int j = 0; j < SH; j++)
+                        for (int i = 0; i < SW; i++)
+                            v += ref_weight(SH, oh, y, j) * ref_weight(SW, ow, x, i) * src[(j * SW + i) * 3 + c];
+                    int d = abs((int)out[(y * ow + x) * 3 + c] - (int)lround(v));
+                    worst = d > worst ? d : worst;
+                }
+        CHECK_MSG(worst <= 1, "resize %dx%d to %dx%d: off the reference by %d", SW, SH, ow, oh, worst);
+    }
+}
+
 static void check_resize(void)
 {
+    check_resize_reference();
     static uint8_t src[64 * 48 * 3], out[200 * 150 * 3], scratch[48 * 200 * 3 * 4 + 200 * 150 * 3 * 4];
     /* a constant image stays constant, shrinking, growing or both */
     static const int sizes[][2] = {{64, 48}, {13, 7}, {200, 150}, {100, 20}, {1, 1}, {64, 1}};
