@@ -34,21 +34,68 @@ ct_status ct_save(ct_net *net, const char *path)
     return st;
 }
 
-ct_status ct_load(ct_net *net, const char *path)
+void ct_net_forget_class_names(ct_net *net)
+{
+    for (int i = 0; i < net->n_class_names; i++)
+        free(net->class_names[i]);
+    free(net->class_names);
+    net->class_names = NULL;
+    net->n_class_names = 0;
+}
+
+/* ct_load and ct_resume: the checkpoint into the network, after (resuming) the check that it was
+ * saved from this training set; nothing changes on a refusal. */
+static ct_status load_checkpoint(ct_net *net, const char *path, int resuming)
 {
     if (!net || !path)
-        return net ? ct_fail(&net->run.err, CT_ERR_USAGE, "ct_load: path is NULL") : CT_ERR_USAGE;
+        return net ? ct_fail(&net->run.err, CT_ERR_USAGE, "%s: path is NULL", resuming ? "ct_resume" : "ct_load")
+                   : CT_ERR_USAGE;
     ct_status st = ct_prepare(net);
     if (st != CT_OK)
         return st;
     ct_checkpoint ck;
     st = read_checkpoint(net, path, &ck);
+    if (st == CT_OK && resuming)
+        st = ct_run_check_dataset(&net->run, &ck, path, &net->run.err);
     if (st == CT_OK)
         st = ct_run_restore(&net->run, &ck, path, &net->run.err);
-    if (st == CT_OK)
+    if (st == CT_OK) {
         net->run.last_test_accuracy = ck.test_accuracy;
+        /* the names move to the handle (what predictions are printed with) */
+        ct_net_forget_class_names(net);
+        net->class_names = ck.class_names;
+        net->n_class_names = (int)ck.n_classes;
+        ck.class_names = NULL;
+        ck.n_classes = 0;
+    }
     ct_checkpoint_free(&ck);
     return st;
+}
+
+ct_status ct_load(ct_net *net, const char *path)
+{
+    return load_checkpoint(net, path, 0);
+}
+
+ct_status ct_resume(ct_net *net, const char *path)
+{
+    return load_checkpoint(net, path, 1);
+}
+
+int ct_class_name_count(const ct_net *net)
+{
+    if (!net)
+        return 0;
+    if (net->n_class_names > 0)
+        return net->n_class_names;
+    return net->run.train.class_names ? net->run.train.classes : 0;
+}
+
+const char *ct_class_name(const ct_net *net, int index)
+{
+    if (!net || index < 0 || index >= ct_class_name_count(net))
+        return NULL;
+    return net->n_class_names > 0 ? net->class_names[index] : net->run.train.class_names[index];
 }
 
 /* Reads and parses a whole checkpoint file into ck. */
