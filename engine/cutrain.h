@@ -214,6 +214,23 @@ long ct_steps_done(const ct_net *net);
  * uint8, normalised as the config says. classes (count) gets the most likely class and
  * probabilities (count) its probability; either may be NULL. */
 ct_status ct_predict(ct_net *net, const unsigned char *images, long count, int *classes, float *probabilities);
+
+/* Image files to predict (JPEG and PNG), opened through the network's config. */
+typedef struct ct_image_files ct_image_files;
+/* Opens paths[0..n_paths): each a JPEG or PNG file, or a folder whose images (told by their bytes,
+ * searched recursively, in sorted path order, hidden files skipped) are taken; files in the order
+ * given, folders expanded in place. Each image is decoded when predicted, with [data]'s evaluation
+ * transform (image_size, eval_resize, channels, max_pixels, normalize); a config without image
+ * keys (a network trained on IDX or CIFAR-10) resizes to the network's input shape. Fails with
+ * the message on the handle (ct_errmsg) naming the path; *out is NULL then. */
+ct_status ct_open_image_files(ct_net *net, const char *const *paths, int n_paths, ct_image_files **out);
+long ct_image_files_count(const ct_image_files *files);
+/* The file image `index` comes from (NULL out of range); lives until ct_close_image_files. */
+const char *ct_image_files_path(const ct_image_files *files, long index);
+/* ct_predict for every image of files: classes and probabilities (ct_image_files_count each, either
+ * may be NULL) as ct_predict gives them. A file that does not decode fails (CT_ERR_DATA) naming it. */
+ct_status ct_predict_files(ct_net *net, const ct_image_files *files, int *classes, float *probabilities);
+void ct_close_image_files(ct_image_files *files);   /* NULL is ignored */
 /* Per-sample input shape (height, width, channels) and class count. */
 ct_status ct_input_shape(ct_net *net, int *h, int *w, int *c, int *classes);
 
