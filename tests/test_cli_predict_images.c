@@ -83,7 +83,7 @@ static int count_files(const char *sub)
 
 static const char *NET =
     "[data]\nformat = imagefolder\ntrain = imgs\nimage_size = 8\nchannels = 1\n"
-    "[train]\nepochs = 3\nbatch = 8\noptimizer = adam\nlearning_rate = 0.01\ndevices = cpu\nkeep = 5\n"
+    "[train]\nepochs = 8\nbatch = 8\noptimizer = adam\nlearning_rate = 0.05\ndevices = cpu\nkeep = 5\n"
     "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 2\n";
 
 int main(void)
@@ -104,19 +104,19 @@ int main(void)
     write_png("new/2_bright.png", 200, 98);
     write_png("new/3_dark.png", 5, 97);
 
-    /* 32 images at batch 8: 4 steps an epoch, the last checkpoint at step 12 */
+    /* 32 images at batch 8: 4 steps an epoch, the last checkpoint at step 32 */
     CHECK_MSG(run("--config net.ini --checkpoint ck") == 0, "got: %s", out);
     char head[16];
-    CHECK_MSG(read_scratch("ck/ckpt-000000000012.ckpt", head, sizeof head) > 12 && head[8] == 3,
+    CHECK_MSG(read_scratch("ck/ckpt-000000000032.ckpt", head, sizeof head) > 12 && head[8] == 3,
               "the checkpoint of a training folder is not format version 3");
 
     /* a folder: rows by path, in sorted order, the class by name (quoted where it holds a comma) */
-    CHECK_MSG(run("predict --config net.ini --weights ck/ckpt-000000000012.ckpt --images new") == 0, "got: %s", out);
+    CHECK_MSG(run("predict --config net.ini --weights ck/ckpt-000000000032.ckpt --images new") == 0, "got: %s", out);
     CHECK_MSG(ct_contains(out, "path,class,probability\nnew/1_dark.png,dark,") &&
               ct_contains(out, "\nnew/2_bright.png,\"bright, light\",") && ct_contains(out, "\nnew/3_dark.png,dark,"),
               "got: %s", out);
     /* bare paths (a shell glob), in the order given, to a file */
-    CHECK_MSG(run("predict --config net.ini --weights ck/ckpt-000000000012.ckpt new/3_dark.png new/2_bright.png "
+    CHECK_MSG(run("predict --config net.ini --weights ck/ckpt-000000000032.ckpt new/3_dark.png new/2_bright.png "
                   "--out p.csv") == 0, "got: %s", out);
     CHECK(sh("cat p.csv") == 0);
     CHECK_MSG(strcmp(out, "path,class,probability\n") > 0 && count_of(out, "\n") == 3 &&
@@ -133,29 +133,29 @@ int main(void)
     CHECK(f && fwrite(idx, 1, sizeof idx, f) == sizeof idx);
     if (f)
         fclose(f);
-    CHECK_MSG(run("predict --config net.ini --weights ck/ckpt-000000000012.ckpt --images two.idx") == 0 &&
+    CHECK_MSG(run("predict --config net.ini --weights ck/ckpt-000000000032.ckpt --images two.idx") == 0 &&
               ct_contains(out, "index,class,probability\n0,dark,") && ct_contains(out, "\n1,\"bright, light\","),
               "got: %s", out);
     /* an IDX file among image paths, and a file that is not an image */
-    CHECK_MSG(run("predict --config net.ini --weights ck/ckpt-000000000012.ckpt new two.idx") == 2 &&
+    CHECK_MSG(run("predict --config net.ini --weights ck/ckpt-000000000032.ckpt new two.idx") == 2 &&
               ct_contains(out, "two.idx is an IDX file"), "got: %s", out);
     write_file("notes.png", "not a picture");
-    CHECK_MSG(run("predict --config net.ini --weights ck/ckpt-000000000012.ckpt notes.png") == 1 &&
+    CHECK_MSG(run("predict --config net.ini --weights ck/ckpt-000000000032.ckpt notes.png") == 1 &&
               ct_contains(out, "notes.png"), "got: %s", out);
 
     /* resuming on the same folder continues; after a file is added it is refused, writing nothing */
-    CHECK_MSG(run("--config net.ini --resume ck --checkpoint ck --set train.epochs=4") == 0 &&
-              ct_contains(out, "resumed from ck/ckpt-000000000012.ckpt"), "got: %s", out);
+    CHECK_MSG(run("--config net.ini --resume ck --checkpoint ck --set train.epochs=9") == 0 &&
+              ct_contains(out, "resumed from ck/ckpt-000000000032.ckpt"), "got: %s", out);
     int saved = count_files("ck");
     write_png("imgs/dark/extra.png", 30, 55);
-    CHECK_MSG(run("--config net.ini --resume ck --checkpoint ck --set train.epochs=5") == 1 &&
-              ct_contains(out, "ck/ckpt-000000000016.ckpt: saved from a training folder whose index hash was ") &&
+    CHECK_MSG(run("--config net.ini --resume ck --checkpoint ck --set train.epochs=10") == 1 &&
+              ct_contains(out, "ck/ckpt-000000000036.ckpt: saved from a training folder whose index hash was ") &&
               ct_contains(out, "imgs now hashes to ") &&
               ct_contains(out, "(files added, removed, renamed or resized); train from scratch or restore the folder"),
               "got: %s", out);
     CHECK(count_files("ck") == saved);
     CHECK(sh("rm imgs/dark/extra.png") == 0);
-    CHECK_MSG(run("--config net.ini --resume ck --set train.epochs=4") == 0, "restored folder: %s", out);
+    CHECK_MSG(run("--config net.ini --resume ck --set train.epochs=9") == 0, "restored folder: %s", out);
 
     remove_scratch();
     return ct_test_done();
