@@ -86,6 +86,12 @@ static const char *NET =
     "[train]\nepochs = 8\nbatch = 8\noptimizer = adam\nlearning_rate = 0.05\ndevices = cpu\nkeep = 5\n"
     "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 2\n";
 
+/* A network of another data format: no class names, and no image keys (images resize to its input). */
+static const char *SYNTHETIC =
+    "[data]\nformat = synthetic\nshape = 6, 6, 1\nclasses = 2\ncount = 60\ntest_count = 20\n"
+    "[train]\nepochs = 1\nbatch = 20\ndevices = cpu\n"
+    "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 2\n";
+
 int main(void)
 {
     if (!make_scratch("ct_clipredict"))
@@ -142,6 +148,15 @@ int main(void)
     write_file("notes.png", "not a picture");
     CHECK_MSG(run("predict --config net.ini --weights ck/ckpt-000000000032.ckpt notes.png") == 1 &&
               ct_contains(out, "notes.png"), "got: %s", out);
+
+    /* a network without class names prints indices; its 6x6 input gets the 8x8 files resized */
+    write_file("syn.ini", SYNTHETIC);
+    CHECK_MSG(run("--config syn.ini --checkpoint syn") == 0, "got: %s", out);
+    CHECK_MSG(run("predict --config syn.ini --weights syn/ckpt-000000000003.ckpt --images new") == 0 &&
+              ct_contains(out, "path,class,probability\nnew/1_dark.png,") && count_of(out, "\n") == 4 &&
+              !ct_contains(out, "png,dark") && !ct_contains(out, "bright, light"), "got: %s", out);
+    const char *row = strstr(out, "new/2_bright.png,");
+    CHECK_MSG(row && (row[17] == '0' || row[17] == '1') && row[18] == ',', "got: %s", out);
 
     /* resuming on the same folder continues; after a file is added it is refused, writing nothing */
     CHECK_MSG(run("--config net.ini --resume ck --checkpoint ck --set train.epochs=9") == 0 &&
