@@ -184,9 +184,24 @@ ct_status ct_evaluate(ct_net *net, ct_eval_result *result);
  * a versioned file with a CRC, replaced atomically. ct_load prepares the network if needed and
  * refuses a checkpoint whose layers differ from the config, naming the layer; training then
  * continues where the checkpoint left off (bit-identically on the CPU with the same threads and
- * batch). Optimizer moments load only when the optimizer is the same. */
+ * batch). Optimizer moments load only when the optimizer is the same. A checkpoint also keeps
+ * the training set's file index hash and class names when the set has them (an image folder):
+ * ct_load takes the names (ct_class_name) and does not compare the sets, since evaluating and
+ * predicting on other data is ordinary. */
 ct_status ct_save(ct_net *net, const char *path);
 ct_status ct_load(ct_net *net, const char *path);
+/* ct_load for continuing training: first refuses (CT_ERR_DATA, the network unchanged) a
+ * checkpoint saved from a training folder whose index hash differs from the configured training
+ * set's now (files added, removed, renamed or resized), or whose class names differ, with a
+ * message naming the checkpoint, the folder and both hashes. A checkpoint without a hash or
+ * names (IDX, CIFAR-10, synthetic data, older checkpoints) loads as with ct_load. */
+ct_status ct_resume(ct_net *net, const char *path);
+/* The class names predictions can be printed with: those of the checkpoint last loaded when it
+ * carries them, else the training set's once prepared (an image folder's class folders, in label
+ * order). ct_class_name_count is 0 when there are none; ct_class_name is NULL then, and for an
+ * index out of range. The string lives until the next load or ct_close. */
+int ct_class_name_count(const ct_net *net);
+const char *ct_class_name(const ct_net *net, int index);
 /* Reads and checks a checkpoint (CRC, format) without loading it: its position and the test
  * accuracy it was saved with (-1 when none). */
 ct_status ct_checkpoint_info(ct_net *net, const char *path, int *epoch, long *step, double *test_accuracy);
@@ -199,6 +214,23 @@ long ct_steps_done(const ct_net *net);
  * uint8, normalised as the config says. classes (count) gets the most likely class and
  * probabilities (count) its probability; either may be NULL. */
 ct_status ct_predict(ct_net *net, const unsigned char *images, long count, int *classes, float *probabilities);
+
+/* Image files to predict (JPEG and PNG), opened through the network's config. */
+typedef struct ct_image_files ct_image_files;
+/* Opens paths[0..n_paths): each a JPEG or PNG file, or a folder whose images (told by their bytes,
+ * searched recursively, in sorted path order, hidden files skipped) are taken; files in the order
+ * given, folders expanded in place. Each image is decoded when predicted, with [data]'s evaluation
+ * transform (image_size, eval_resize, channels, max_pixels, normalize); a config without image
+ * keys (a network trained on IDX or CIFAR-10) resizes to the network's input shape. Fails with
+ * the message on the handle (ct_errmsg) naming the path; *out is NULL then. */
+ct_status ct_open_image_files(ct_net *net, const char *const *paths, int n_paths, ct_image_files **out);
+long ct_image_files_count(const ct_image_files *files);
+/* The file image `index` comes from (NULL out of range); lives until ct_close_image_files. */
+const char *ct_image_files_path(const ct_image_files *files, long index);
+/* ct_predict for every image of files: classes and probabilities (ct_image_files_count each, either
+ * may be NULL) as ct_predict gives them. A file that does not decode fails (CT_ERR_DATA) naming it. */
+ct_status ct_predict_files(ct_net *net, const ct_image_files *files, int *classes, float *probabilities);
+void ct_close_image_files(ct_image_files *files);   /* NULL is ignored */
 /* Per-sample input shape (height, width, channels) and class count. */
 ct_status ct_input_shape(ct_net *net, int *h, int *w, int *c, int *classes);
 

@@ -176,13 +176,45 @@ static const char *difference(const ct_checkpoint *a, const ct_checkpoint *b)
     if (a->precision != b->precision || a->has_scaler != b->has_scaler) return "precision/has_scaler";
     if (a->clean_steps != b->clean_steps || a->growth_steps != b->growth_steps ||
         a->applied_steps != b->applied_steps || a->skipped_steps != b->skipped_steps) return "scaler";
+    if (a->index_hash != b->index_hash) return "index hash";
+    if (a->n_classes != b->n_classes) return "class count";
+    for (uint32_t i = 0; i < a->n_classes; i++)
+        if (strcmp(a->class_names[i], b->class_names[i]) != 0) return "class name";
     return "";
 }
 
 static int is_zeroed(const ct_checkpoint *ck)
 {
     return !ck->layers && !ck->params && !ck->m && !ck->v && !ck->state && ck->n_layers == 0 &&
-           ck->n_params == 0 && ck->n_state == 0;
+           ck->n_params == 0 && ck->n_state == 0 && !ck->class_names && ck->n_classes == 0 && ck->index_hash == 0;
+}
+
+/* A training set's record (version 3): an index hash and class names, one of them the longest
+ * allowed, one with a comma and a space (a folder may be called anything but NUL and '/'). */
+static const char *const set_names[] = {"T-shirt", "trouser, long", "bag"};
+#define SET_HASH 0x0123456789abcdefULL
+
+static void add_set_record(ct_checkpoint *ck, uint64_t hash, int with_names)
+{
+    ck->index_hash = hash;
+    if (!with_names)
+        return;
+    ck->n_classes = 4;
+    ck->class_names = calloc(4, sizeof *ck->class_names);
+    for (int i = 0; i < 3; i++)
+        ck->class_names[i] = strdup(set_names[i]);
+    ck->class_names[3] = malloc(256);
+    memset(ck->class_names[3], 'z', 255);
+    ck->class_names[3][255] = '\0';
+}
+
+/* Where the record starts: it ends the header, right before the first parameter float. */
+static size_t set_record_at(const ct_checkpoint *ck, const uint8_t *buf)
+{
+    size_t n = 8u + 4u;
+    for (uint32_t i = 0; i < ck->n_classes; i++)
+        n += 4u + strlen(ck->class_names[i]);
+    return get_u32(buf + OFF_HEADER) - n;
 }
 
 static int starts_with_source(const char *msg, const char *src)
@@ -296,6 +328,51 @@ static void test_round_trips(void)
     }
     ct_checkpoint_free(&ck);
 
+    /* version 3: a training set's record, with and without names, fp32 and fp16; a hash of 0 and
+     * no names say nothing and stay version 1 */
+    for (int k = 0; k < 5; k++) {
+        make_small(&ck, CT_OPT_ADAM, 1, 1);
+        add_set_record(&ck, k == 1 ? 0 : SET_HASH, k != 2 && k != 4);
+        if (k == 3) {
+            ck.precision = CT_PREC_FP16;
+            ck.has_master = 1;
+            ck.has_scaler = 1;
+            ck.loss_scale = 1024.0f;
+        }
+        if (k == 4)
+            ck.index_hash = 0;
+        size_t len;
+        uint8_t *bytes = to_bytes(&ck, &len);
+        uint32_t want = k == 4 ? 1u : 3u;
+        CHECK_MSG(get_u32(bytes + 8) == want, "set record %d written as version %u", k, (unsigned)get_u32(bytes + 8));
+        free(bytes);
+        char what[64];
+        snprintf(what, sizeof what, "training set record %d", k);
+        round_trip(&ck, what);
+        ct_checkpoint_free(&ck);
+    }
+    /* a file of an older version is written back as that version (the fuzzer's round trip): an
+     * fp32 checkpoint read as version 2, or a version 3 one saying nothing of the set */
+    for (uint32_t v = 2; v <= 3; v++) {
+        make_small(&ck, CT_OPT_SGD, 0, 0);
+        ck.version = v;
+        size_t len;
+        uint8_t *bytes = to_bytes(&ck, &len);
+        CHECK_MSG(get_u32(bytes + 8) == v, "read as version %u, written as %u", (unsigned)v,
+                  (unsigned)get_u32(bytes + 8));
+        ct_checkpoint back;
+        ct_err err = { 0 };
+        CHECK_MSG(ct_checkpoint_parse(bytes, len, SRC, &back, &err) == CT_OK, "version %u: %s", (unsigned)v, err.msg);
+        CHECK(back.version == v && back.index_hash == 0 && back.n_classes == 0 && !back.class_names);
+        ct_checkpoint_free(&back);
+        free(bytes);
+        ck.version = 0;
+        bytes = to_bytes(&ck, &len);
+        CHECK(get_u32(bytes + 8) == 1u);
+        free(bytes);
+        ct_checkpoint_free(&ck);
+    }
+
     memset(&ck, 0, sizeof ck);
     ck.loss_scale = 1.0f;
     round_trip(&ck, "empty");
@@ -356,7 +433,7 @@ static void test_edits(const uint8_t *buf, size_t len)
     put_u32(copy + OFF_VERSION, 7);
     recrc(copy, len);
     expect_refusal(copy, len, CT_ERR_DATA,
-                   SRC ": written by a newer cutrain (format version 7, this build reads up to 2)", "newer");
+                   SRC ": written by a newer cutrain (format version 7, this build reads up to 3)", "newer");
 
     memcpy(copy, buf, len);
     put_u32(copy + OFF_VERSION, 0);
@@ -465,6 +542,75 @@ static void test_bad_values(void)
     recrc(buf, len);
     expect_refusal(buf, len, CT_ERR_DATA, "NUL", "NUL in name");
     free(buf);
+    ct_checkpoint_free(&ck);
+}
+
+/* Version 3's training set record, truncated or lying: refused with a message, never read past the
+ * end, nothing sized by an unchecked count. */
+static void test_set_record(void)
+{
+    ct_checkpoint ck;
+    make_small(&ck, CT_OPT_ADAM, 1, 0);
+    add_set_record(&ck, SET_HASH, 1);
+    size_t len;
+    uint8_t *buf = to_bytes(&ck, &len);
+    size_t at = set_record_at(&ck, buf);
+    CHECK(get_u32(buf + at + 8) == 4u && get_u32(buf + at + 12) == strlen(set_names[0]));
+    test_prefixes(buf, len);
+    test_flips(buf, len);
+
+    uint8_t *copy = malloc(len);
+    /* counts that no file of this length could hold */
+    static const uint32_t lies[] = { 0xffffffffu, 0x80000000u, 100000u, 5u };
+    for (size_t k = 0; k < sizeof lies / sizeof lies[0]; k++) {
+        memcpy(copy, buf, len);
+        put_u32(copy + at + 8, lies[k]);
+        recrc(copy, len);
+        expect_refusal(copy, len, CT_ERR_DATA, NULL, "lying class count");
+    }
+    memcpy(copy, buf, len);
+    put_u32(copy + at + 8, 0xffffffffu);
+    recrc(copy, len);
+    expect_refusal(copy, len, CT_ERR_DATA, "truncated", "huge class count");
+    /* a name length running past the end */
+    memcpy(copy, buf, len);
+    put_u32(copy + at + 12, 0x7fffffffu);
+    recrc(copy, len);
+    expect_refusal(copy, len, CT_ERR_DATA, "truncated", "huge name length");
+    /* a NUL inside a name */
+    memcpy(copy, buf, len);
+    copy[at + 16 + 1] = 0;
+    recrc(copy, len);
+    expect_refusal(copy, len, CT_ERR_DATA, "class 0: name contains a NUL byte", "NUL in class name");
+    /* a flipped bit in the hash: only the CRC can tell */
+    memcpy(copy, buf, len);
+    copy[at + 3] ^= 0x10;
+    expect_refusal(copy, len, CT_ERR_DATA, "bad CRC", "hash bit");
+    free(copy);
+    free(buf);
+
+    /* values the serializer writes faithfully but the parser refuses */
+    char *name = ck.class_names[1];
+    ck.class_names[1] = "";
+    expect_serialized_refusal(&ck, "class 1: name length 0 (must be 1..255)", "empty class name");
+    char long_name[257];
+    memset(long_name, 'x', 256);
+    long_name[256] = '\0';
+    ck.class_names[1] = long_name;
+    expect_serialized_refusal(&ck, "class 1: name length 256", "long class name");
+    ck.class_names[1] = name;
+    ct_checkpoint_free(&ck);
+
+    /* more classes than the format allows, each name fitting: refused by count, not by memory */
+    make_small(&ck, CT_OPT_SGD, 0, 0);
+    ck.n_classes = CT_CHECKPOINT_MAX_CLASSES + 1u;
+    ck.class_names = calloc(ck.n_classes, sizeof *ck.class_names);
+    for (uint32_t i = 0; i < ck.n_classes; i++)
+        ck.class_names[i] = strdup("c");
+    expect_serialized_refusal(&ck, "65537 class names (at most 65536)", "too many classes");
+    ck.n_classes = CT_CHECKPOINT_MAX_CLASSES;
+    free(ck.class_names[CT_CHECKPOINT_MAX_CLASSES]);
+    round_trip(&ck, "the most classes");
     ct_checkpoint_free(&ck);
 }
 
@@ -638,6 +784,7 @@ int main(void)
     free(buf);
     ct_checkpoint_free(&small);
     test_bad_values();
+    test_set_record();
 
     char dir[] = "/tmp/ct_checkpoint_XXXXXX";
     if (!mkdtemp(dir)) {

@@ -129,6 +129,7 @@ void ct_close(ct_net *net)
     if (!net)
         return;
     release_run(net);
+    ct_net_forget_class_names(net);
     ct_event_file_close(net->run.tensorboard);
     ct_graph_free(&net->run.graph);
     ct_config_free(&net->run.cfg);

@@ -1,5 +1,5 @@
-/* The public calls that move state in and out of a network: checkpoints and predictions. */
-#include <math.h>
+/* The public calls that move state in and out of a network: checkpoints, the training position, the
+ * class names a checkpoint carries. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,21 +34,68 @@ ct_status ct_save(ct_net *net, const char *path)
     return st;
 }
 
-ct_status ct_load(ct_net *net, const char *path)
+void ct_net_forget_class_names(ct_net *net)
+{
+    for (int i = 0; i < net->n_class_names; i++)
+        free(net->class_names[i]);
+    free(net->class_names);
+    net->class_names = NULL;
+    net->n_class_names = 0;
+}
+
+/* ct_load and ct_resume: the checkpoint into the network, after (resuming) the check that it was
+ * saved from this training set; nothing changes on a refusal. */
+static ct_status load_checkpoint(ct_net *net, const char *path, int resuming)
 {
     if (!net || !path)
-        return net ? ct_fail(&net->run.err, CT_ERR_USAGE, "ct_load: path is NULL") : CT_ERR_USAGE;
+        return net ? ct_fail(&net->run.err, CT_ERR_USAGE, "%s: path is NULL", resuming ? "ct_resume" : "ct_load")
+                   : CT_ERR_USAGE;
     ct_status st = ct_prepare(net);
     if (st != CT_OK)
         return st;
     ct_checkpoint ck;
     st = read_checkpoint(net, path, &ck);
+    if (st == CT_OK && resuming)
+        st = ct_run_check_dataset(&net->run, &ck, path, &net->run.err);
     if (st == CT_OK)
         st = ct_run_restore(&net->run, &ck, path, &net->run.err);
-    if (st == CT_OK)
+    if (st == CT_OK) {
         net->run.last_test_accuracy = ck.test_accuracy;
+        /* the names move to the handle (what predictions are printed with) */
+        ct_net_forget_class_names(net);
+        net->class_names = ck.class_names;
+        net->n_class_names = (int)ck.n_classes;
+        ck.class_names = NULL;
+        ck.n_classes = 0;
+    }
     ct_checkpoint_free(&ck);
     return st;
+}
+
+ct_status ct_load(ct_net *net, const char *path)
+{
+    return load_checkpoint(net, path, 0);
+}
+
+ct_status ct_resume(ct_net *net, const char *path)
+{
+    return load_checkpoint(net, path, 1);
+}
+
+int ct_class_name_count(const ct_net *net)
+{
+    if (!net)
+        return 0;
+    if (net->n_class_names > 0)
+        return net->n_class_names;
+    return net->run.train.class_names ? net->run.train.classes : 0;
+}
+
+const char *ct_class_name(const ct_net *net, int index)
+{
+    if (!net || index < 0 || index >= ct_class_name_count(net))
+        return NULL;
+    return net->n_class_names > 0 ? net->class_names[index] : net->run.train.class_names[index];
 }
 
 /* Reads and parses a whole checkpoint file into ck. */
@@ -113,58 +160,4 @@ ct_status ct_input_shape(ct_net *net, int *h, int *w, int *c, int *classes)
     if (c) *c = net->run.graph.input.c;
     if (classes) *classes = net->run.graph.classes;
     return CT_OK;
-}
-
-/* logits: (n, k) -> the argmax and its softmax probability per row */
-static void best_classes(const float *logits, int n, int k, int *classes, float *probabilities)
-{
-    for (int i = 0; i < n; i++) {
-        const float *z = logits + (size_t)i * k;
-        int best = 0;
-        for (int j = 1; j < k; j++)
-            if (z[j] > z[best])
-                best = j;
-        double sum = 0.0;
-        for (int j = 0; j < k; j++)
-            sum += exp((double)z[j] - z[best]);
-        if (classes)
-            classes[i] = best;
-        if (probabilities)
-            probabilities[i] = (float)(1.0 / sum);
-    }
-}
-
-ct_status ct_predict(ct_net *net, const unsigned char *images, long count, int *classes, float *probabilities)
-{
-    if (!net || (!images && count > 0) || count < 0)
-        return net ? ct_fail(&net->run.err, CT_ERR_USAGE, "ct_predict: bad arguments") : CT_ERR_USAGE;
-    ct_status st = ct_prepare_inference(net);
-    if (st != CT_OK)
-        return st;
-    /* predictions need no agreement between replicas: the first one makes them */
-    ct_replica *r = &net->run.replicas[0];
-    ct_graph *g = &r->graph;
-    int k = g->classes;
-    st = r->dev->ops->activate(r->dev, &net->run.err);
-    float *logits = malloc((size_t)g->batch * (size_t)k * sizeof *logits);
-    if (!logits)
-        return ct_fail(&net->run.err, CT_ERR_NOMEM, "out of memory for predictions");
-    /* a view of the caller's images as a dataset, so batches are made as for evaluation */
-    ct_dataset view = {.images = (uint8_t *)images, .labels = NULL, .count = count, .shape = g->input};
-    for (long start = 0; start < count && st == CT_OK; start += g->batch) {
-        int n = (int)(count - start < g->batch ? count - start : g->batch);
-        for (int i = 0; i < n; i++)
-            net->run.eval_order[i] = start + i;
-        st = ct_train_stage_batch(&net->run, r, &view, net->run.eval_order, n, 0, 0, &net->run.err);
-        if (st == CT_OK)
-            st = ct_graph_forward(g, n, 0, &net->run.err);
-        if (st == CT_OK)
-            st = r->dev->ops->download(r->dev, logits, ct_graph_output(g)->y->data,
-                                       ct_tensor_rows_bytes(ct_graph_output(g)->y, n), &net->run.err);
-        if (st == CT_OK)
-            best_classes(logits, n, k, classes ? classes + start : NULL,
-                         probabilities ? probabilities + start : NULL);
-    }
-    free(logits);
-    return st;
 }

@@ -16,7 +16,14 @@ struct ct_net {
     int n_gpus;              /* 0 on the CPU */
     char backend_reason[512];
     ct_alloc_fault alloc_fault;  /* handed to the devices as they are created */
+    /* the class names of the checkpoint last loaded (ct_load, ct_resume), n_class_names of them;
+     * NULL when it had none */
+    char **class_names;
+    int n_class_names;
 };
+
+/* Frees the loaded checkpoint's class names (ct_close, and a load that replaces them). */
+void ct_net_forget_class_names(ct_net *net);
 
 /* Loads the config and builds the graph (shapes only, data probed not loaded). */
 ct_status ct_net_build_graph(ct_net *net);

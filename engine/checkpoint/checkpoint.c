@@ -36,6 +36,8 @@
  * steps, applied steps, skipped steps */
 #define MIXED_BYTES (4u + 4u + 4u + 4u + 8u + 8u)
 #define MAX_NAME_BYTES 255u
+/* version 3's training set record: index hash, class count (the names come on top) */
+#define DATASET_FIXED_BYTES (8u + 4u)
 
 /* ---- little-endian encoding, byte by byte so it does not depend on the host ---- */
 
@@ -133,17 +135,32 @@ static uint64_t float_count(const ct_checkpoint *ck)
     return ck->n_params * per_param + ck->n_state;
 }
 
-/* Offset of the first parameter float: the value of the "header bytes" field. */
-/* The version a checkpoint is written as: 2 only when it has something version 1 cannot say, so an
- * fp32 checkpoint keeps version 1's bytes and older builds keep reading it. */
+/* The version a checkpoint is written as: the lowest that says everything it holds (2 for mixed
+ * precision, 3 for a training set's record), so an fp32 checkpoint of a set without an index keeps
+ * version 1's bytes and older builds keep reading it; never below the version it was parsed as,
+ * so a file read and written again is the same bytes. */
 static uint32_t write_version(const ct_checkpoint *ck)
 {
-    return ck->precision != CT_PREC_FP32 || ck->has_scaler ? 2u : 1u;
+    uint32_t needed = ck->index_hash != 0 || ck->n_classes > 0 ? 3u
+                      : ck->precision != CT_PREC_FP32 || ck->has_scaler ? 2u : 1u;
+    uint32_t read_as = ck->version <= CT_CHECKPOINT_VERSION ? ck->version : CT_CHECKPOINT_VERSION;
+    return needed > read_as ? needed : read_as;
 }
 
+static size_t dataset_bytes(const ct_checkpoint *ck)
+{
+    size_t n = DATASET_FIXED_BYTES;
+    for (uint32_t i = 0; i < ck->n_classes; i++)
+        n += 4u + name_bytes(ck->class_names[i]);
+    return n;
+}
+
+/* Offset of the first parameter float: the value of the "header bytes" field. */
 static size_t header_size(const ct_checkpoint *ck)
 {
-    size_t n = FIXED_HEAD_BYTES + TAIL_BYTES + (write_version(ck) >= 2u ? MIXED_BYTES : 0u);
+    uint32_t version = write_version(ck);
+    size_t n = FIXED_HEAD_BYTES + TAIL_BYTES + (version >= 2u ? MIXED_BYTES : 0u) +
+               (version >= 3u ? dataset_bytes(ck) : 0u);
     for (uint32_t i = 0; i < ck->n_layers; i++)
         n += LAYER_FIXED_BYTES + name_bytes(ck->layers[i].name);
     return n;
@@ -168,13 +185,19 @@ static void w_floats(writer *w, const float *x, uint64_t n)
         w_f32(w, x[i]);
 }
 
-static void w_layer(writer *w, const ct_checkpoint_layer *l)
+/* u32 length + bytes, no NUL */
+static void w_name(writer *w, const char *name)
 {
-    size_t len = name_bytes(l->name);
+    size_t len = name_bytes(name);
     w_u32(w, (uint32_t)len);
     if (len)
-        memcpy(w->p, l->name, len);
+        memcpy(w->p, name, len);
     w->p += len;
+}
+
+static void w_layer(writer *w, const ct_checkpoint_layer *l)
+{
+    w_name(w, l->name);
     w_u32(w, l->type);
     w_u32(w, (uint32_t)l->h);
     w_u32(w, (uint32_t)l->w);
@@ -187,9 +210,10 @@ static void w_layer(writer *w, const ct_checkpoint_layer *l)
 void ct_checkpoint_serialize(const ct_checkpoint *ck, uint8_t *buf)
 {
     writer w = { buf };
+    uint32_t version = write_version(ck);
     memcpy(w.p, CT_CHECKPOINT_MAGIC, MAGIC_BYTES);
     w.p += MAGIC_BYTES;
-    w_u32(&w, write_version(ck));
+    w_u32(&w, version);
     w_u32(&w, (uint32_t)header_size(ck));
     w_u32(&w, ck->n_layers);
     for (uint32_t i = 0; i < ck->n_layers; i++)
@@ -205,13 +229,19 @@ void ct_checkpoint_serialize(const ct_checkpoint *ck, uint8_t *buf)
     w_f32(&w, ck->loss_scale);
     w_u32(&w, ck->has_master);
     w_u64(&w, f64_bits(ck->test_accuracy));
-    if (write_version(ck) >= 2u) {
+    if (version >= 2u) {
         w_u32(&w, ck->precision);
         w_u32(&w, ck->has_scaler);
         w_u32(&w, (uint32_t)ck->clean_steps);
         w_u32(&w, (uint32_t)ck->growth_steps);
         w_u64(&w, (uint64_t)ck->applied_steps);
         w_u64(&w, (uint64_t)ck->skipped_steps);
+    }
+    if (version >= 3u) {
+        w_u64(&w, ck->index_hash);
+        w_u32(&w, ck->n_classes);
+        for (uint32_t i = 0; i < ck->n_classes; i++)
+            w_name(&w, ck->class_names[i]);
     }
     w_floats(&w, ck->params, ck->n_params);
     if (ck->m)
@@ -282,6 +312,24 @@ static ct_status scan_layers(cursor *c, layout *lo, const char *src, ct_err *err
     return CT_OK;
 }
 
+/* Skips version 3's training set record (the cursor at it, its fixed bytes known to fit), checking
+ * each class name fits before stepping over it; the count is bounded by the file's length first. */
+static ct_status scan_dataset(cursor *c, const char *src, ct_err *err)
+{
+    c->pos += 8u;                             /* index hash */
+    uint32_t n = r_u32(c);
+    if (!has(c, (uint64_t)n * 4u + CRC_BYTES))
+        return truncated(err, src, c->len, c->pos + (uint64_t)n * 4u + CRC_BYTES);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t record = 4u + (uint64_t)get_u32(c->buf + c->pos);
+        uint64_t later = (uint64_t)(n - 1u - i) * 4u + CRC_BYTES;
+        if (!has(c, record + later))
+            return truncated(err, src, c->len, c->pos + record + later);
+        c->pos += (size_t)record;
+    }
+    return CT_OK;
+}
+
 /* Pass 1: offsets and the expected length; nothing is interpreted beyond that. */
 static ct_status scan_layout(const uint8_t *buf, size_t len, const char *src, layout *lo, ct_err *err)
 {
@@ -299,7 +347,18 @@ static ct_status scan_layout(const uint8_t *buf, size_t len, const char *src, la
     lo->n_state = r_u64(&c);
     lo->has_m = r_u32(&c);
     lo->has_v = r_u32(&c);
-    lo->floats_at = lo->tail_at + TAIL_BYTES + (lo->version >= 2u ? MIXED_BYTES : 0u);
+    /* at most len + MIXED_BYTES: the layer scan left TAIL_BYTES + CRC_BYTES from tail_at */
+    size_t after_tail = lo->tail_at + TAIL_BYTES + (lo->version >= 2u ? MIXED_BYTES : 0u);
+    lo->floats_at = after_tail;
+    if (lo->version >= 3u) {
+        if ((uint64_t)after_tail + DATASET_FIXED_BYTES + CRC_BYTES > len)
+            return truncated(err, src, len, (uint64_t)after_tail + DATASET_FIXED_BYTES + CRC_BYTES);
+        c.pos = after_tail;
+        ct_status st = scan_dataset(&c, src, err);
+        if (st != CT_OK)
+            return st;
+        lo->floats_at = c.pos;
+    }
     if (lo->floats_at + CRC_BYTES > len)
         return truncated(err, src, len, lo->floats_at + CRC_BYTES);
 
@@ -473,6 +532,46 @@ static ct_status read_tail(cursor *c, const layout *lo, const char *src, ct_chec
     return st;
 }
 
+/* Pass 2, version 3's training set record: the hash and the class names, each validated. */
+static ct_status read_dataset(cursor *c, const char *src, ct_checkpoint *ck, ct_err *err)
+{
+    if (!has(c, DATASET_FIXED_BYTES))
+        return truncated(err, src, c->len, c->pos + DATASET_FIXED_BYTES);
+    ck->index_hash = r_u64(c);
+    uint32_t n = r_u32(c);
+    if (n > CT_CHECKPOINT_MAX_CLASSES)
+        return ct_fail(err, CT_ERR_DATA, "%s: %u class names (at most %u)", src, (unsigned)n,
+                       (unsigned)CT_CHECKPOINT_MAX_CLASSES);
+    if (!has(c, (uint64_t)n * 4u))            /* established by the layout pass */
+        return truncated(err, src, c->len, c->pos + (uint64_t)n * 4u);
+    if (n == 0)
+        return CT_OK;
+    ck->class_names = calloc(n, sizeof *ck->class_names);
+    if (!ck->class_names)
+        return ct_fail(err, CT_ERR_NOMEM, "%s: out of memory", src);
+    ck->n_classes = n;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!has(c, 4u))
+            return truncated(err, src, c->len, c->pos + 4u);
+        uint32_t len = r_u32(c);
+        if (len == 0 || len > CT_CHECKPOINT_MAX_NAME)
+            return ct_fail(err, CT_ERR_DATA, "%s: class %u: name length %u (must be 1..%u)", src, (unsigned)i,
+                           (unsigned)len, (unsigned)CT_CHECKPOINT_MAX_NAME);
+        if (!has(c, len))
+            return truncated(err, src, c->len, c->pos + len);
+        if (memchr(c->buf + c->pos, 0, len))
+            return ct_fail(err, CT_ERR_DATA, "%s: class %u: name contains a NUL byte", src, (unsigned)i);
+        char *name = malloc((size_t)len + 1u);
+        if (!name)
+            return ct_fail(err, CT_ERR_NOMEM, "%s: out of memory", src);
+        memcpy(name, c->buf + c->pos, len);
+        name[len] = '\0';
+        c->pos += len;
+        ck->class_names[i] = name;
+    }
+    return CT_OK;
+}
+
 /* Allocates n floats (at least one, so a present-but-empty array stays non-NULL) and decodes. */
 static ct_status read_floats(cursor *c, uint64_t n, const char *src, float **out, ct_err *err)
 {
@@ -501,6 +600,8 @@ static ct_status read_body(const uint8_t *buf, size_t len, const layout *lo, con
     ct_status st = read_layers(&c, src, ck, err);
     if (st == CT_OK)
         st = read_tail(&c, lo, src, ck, err);
+    if (st == CT_OK && lo->version >= 3u)
+        st = read_dataset(&c, src, ck, err);
     if (st == CT_OK)
         st = read_floats(&c, ck->n_params, src, &ck->params, err);
     if (st == CT_OK && lo->has_m)
@@ -542,6 +643,10 @@ void ct_checkpoint_free(ct_checkpoint *ck)
         for (uint32_t i = 0; i < ck->n_layers; i++)
             free(ck->layers[i].name);
     free(ck->layers);
+    if (ck->class_names)
+        for (uint32_t i = 0; i < ck->n_classes; i++)
+            free(ck->class_names[i]);
+    free(ck->class_names);
     free(ck->params);
     free(ck->m);
     free(ck->v);

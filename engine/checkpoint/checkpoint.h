@@ -7,9 +7,11 @@
  *   u32 optimizer (ct_optimizer), u64 parameter count, u64 state count, u32 has_m, u32 has_v
  *   i32 epoch (completed), i64 step, u64 seed, f32 loss scale, u32 has master weights,
  *   f64 test accuracy at save (-1: none)
- *   version 2 only: u32 precision (ct_precision: 0 fp32, 1 fp16, 2 bf16), u32 has scaler (fp16's
+ *   version 2 and later: u32 precision (ct_precision: 0 fp32, 1 fp16, 2 bf16), u32 has scaler (fp16's
  *       loss scaler, whose scale is the f32 loss scale above), i32 clean steps, i32 growth steps
  *       (0: a fixed scale), i64 applied steps (Adam's t), i64 skipped steps
+ *   version 3 only (with version 2's block before it): the training set's record: u64 index hash
+ *       (0: none), u32 class count, per class u32 name length (1..255) + name bytes (no NUL)
  *   f32 params[parameter count], then m and v when present, then state[state count]
  *   u32 CRC-32 (zlib's crc32) of every byte before it.
  *
@@ -30,7 +32,14 @@
  * scaler from the config. A checkpoint with nothing of version 2 to say (fp32) is written as
  * version 1, byte for byte as before, so older builds keep reading fp32 checkpoints.
  *
- * Compatibility: this is format version 2; version 1 files are read as fp32. tests/fixtures/compat_every_layer_v1.ckpt is a version 1
+ * The training set's record (version 3): the hash of the file index of the set the run trained on
+ * and its class names (an image folder's class folders), so that resuming on a folder that has
+ * changed is refused (ct_run_check_dataset) and predictions can print names. Written only when
+ * there is something to say (a hash or names): a set without them (IDX, CIFAR-10, synthetic)
+ * keeps writing version 1 or 2 as before.
+ *
+ * Compatibility: this is format version 3; version 1 files are read as fp32, versions 1 and 2 as
+ * saying nothing of the training set. tests/fixtures/compat_every_layer_v1.ckpt is a version 1
  * file written by the build before the restructure (0331922), and test_checkpoint_compat loads it
  * and expects that build's evaluation. Any change to the layout, or to what a field means (layer
  * type numbers included), bumps CT_CHECKPOINT_VERSION and keeps reading every older version. */
@@ -43,7 +52,10 @@
 #include "base/status.h"
 #include "base/types.h"
 
-#define CT_CHECKPOINT_VERSION 2u
+#define CT_CHECKPOINT_VERSION 3u
+/* Bounds of the training set's record: a class name's bytes, and the classes. */
+#define CT_CHECKPOINT_MAX_NAME 255u
+#define CT_CHECKPOINT_MAX_CLASSES 65536u
 #define CT_CHECKPOINT_MAGIC "CUTRAIN\x1a"
 
 typedef struct ct_checkpoint_layer {
@@ -67,11 +79,19 @@ typedef struct ct_checkpoint {
     float loss_scale;          /* 1 without fp16's scaler */
     uint32_t has_master;       /* 1: params are the fp32 masters of an fp16 / bf16 run */
     double test_accuracy;      /* -1 when unknown */
-    uint32_t version;          /* as read (the writer picks its own: 1 for fp32, else 2) */
+    /* As read. The writer writes the lowest version that says everything (1 for fp32, 2 for mixed
+     * precision, 3 with a training set's record) but never lower than this, so a parsed file
+     * serializes back to its own bytes; 0 when built in memory. */
+    uint32_t version;
     uint32_t precision;        /* ct_precision of the run that saved it */
     uint32_t has_scaler;       /* fp16: the loss scaler's state below (and loss_scale) */
     int32_t clean_steps, growth_steps;
     int64_t applied_steps, skipped_steps;
+    /* version 3: the training set's file index hash (0: none) and its class names in label
+     * order (n_classes of them, each malloc'd; NULL when n_classes is 0) */
+    uint64_t index_hash;
+    uint32_t n_classes;
+    char **class_names;
 } ct_checkpoint;
 
 /* Bytes of the serialized form. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "checkpoint/snapshot.h"
+#include "data/format.h"
 
 /* t (fp32) into a new host buffer. */
 static ct_status download_floats(ct_device *dev, float **host, const ct_tensor *t, ct_err *err)
@@ -71,6 +72,22 @@ static ct_status upload_packed(ct_device *dev, const ct_graph *g, ct_tensor *t, 
     return st;
 }
 
+/* The training set's identity into ck: its file index hash and class names (copies). */
+static ct_status snapshot_dataset(const ct_dataset *train, ct_checkpoint *ck, ct_err *err)
+{
+    ck->index_hash = train->index_hash;
+    if (!train->class_names || train->classes <= 0)
+        return CT_OK;
+    ck->class_names = calloc((size_t)train->classes, sizeof *ck->class_names);
+    if (!ck->class_names)
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory saving a checkpoint");
+    ck->n_classes = (uint32_t)train->classes;
+    for (int i = 0; i < train->classes; i++)
+        if (!(ck->class_names[i] = strdup(train->class_names[i] ? train->class_names[i] : "")))
+            return ct_fail(err, CT_ERR_NOMEM, "out of memory saving a checkpoint");
+    return CT_OK;
+}
+
 ct_status ct_run_snapshot(ct_run *run, double test_accuracy, ct_checkpoint *ck, ct_err *err)
 {
     const ct_graph *g = &run->graph;
@@ -106,8 +123,8 @@ ct_status ct_run_snapshot(ct_run *run, double test_accuracy, ct_checkpoint *ck, 
     ct_device *dev = run->replicas[0].dev;
     ck->precision = (uint32_t)run->cfg.train.precision;
     ck->has_master = run->cfg.train.precision != CT_PREC_FP32;
-    ct_status st = CT_OK;
-    if (run->cfg.train.precision == CT_PREC_FP16) {
+    ct_status st = snapshot_dataset(&run->train, ck, err);
+    if (st == CT_OK && run->cfg.train.precision == CT_PREC_FP16) {
         ct_scaler s;
         st = run->replicas[0].be->ops->scaler_get(run->replicas[0].be, &s, err);
         ck->has_scaler = 1;
@@ -126,6 +143,34 @@ ct_status ct_run_snapshot(ct_run *run, double test_accuracy, ct_checkpoint *ck, 
     if (st == CT_OK)
         st = download_floats(dev, &ck->state, &bound->state, err);
     return st;
+}
+
+ct_status ct_run_check_dataset(const ct_run *run, const ct_checkpoint *ck, const char *source, ct_err *err)
+{
+    const ct_dataset *train = &run->train;
+    const char *folder = run->cfg.data.train ? run->cfg.data.train : "the training set";
+    if (ck->index_hash != 0 && ck->index_hash != train->index_hash) {
+        if (train->index_hash == 0)
+            return ct_fail(err, CT_ERR_DATA, "%s: saved from a training folder whose index hash was %016llx; %s has "
+                           "no file index (format %s); train from scratch or train on that folder", source,
+                           (unsigned long long)ck->index_hash, folder, ct_data_format_name(run->cfg.data.format));
+        return ct_fail(err, CT_ERR_DATA, "%s: saved from a training folder whose index hash was %016llx; %s now "
+                       "hashes to %016llx (files added, removed, renamed or resized); train from scratch or restore "
+                       "the folder", source, (unsigned long long)ck->index_hash, folder,
+                       (unsigned long long)train->index_hash);
+    }
+    if (ck->n_classes == 0)
+        return CT_OK;
+    int have = train->class_names ? train->classes : 0;
+    if ((int)ck->n_classes != have)
+        return ct_fail(err, CT_ERR_DATA, "%s: saved from a training set of %u named classes; %s now has %d; train "
+                       "from scratch or restore the folder", source, (unsigned)ck->n_classes, folder, have);
+    for (int i = 0; i < have; i++)
+        if (strcmp(ck->class_names[i], train->class_names[i] ? train->class_names[i] : "") != 0)
+            return ct_fail(err, CT_ERR_DATA, "%s: saved from a training set whose class %d was '%s'; in %s it is "
+                           "now '%s'; train from scratch or restore the folder", source, i, ck->class_names[i],
+                           folder, train->class_names[i] ? train->class_names[i] : "");
+    return CT_OK;
 }
 
 /* Names the first layer that differs between the network and the checkpoint. */

@@ -1,7 +1,9 @@
-/* libFuzzer target for ct_checkpoint_parse. Build and run:
+/* libFuzzer target for ct_checkpoint_parse (tools/fuzz.sh builds and runs it). By hand:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I engine -I . tests/fuzz/fuzz_checkpoint.c \
- *       engine/checkpoint.c engine/status.c -o /tmp/fuzz_ck -lz
+ *       engine/checkpoint/checkpoint.c engine/base/file.c engine/base/status.c -o /tmp/fuzz_ck -lz
  *   /tmp/fuzz_ck -max_total_time=60 tests/fuzz/corpus/checkpoint
+ * The seeds are version 1 files (SGD, Adam, a truncated one) and a version 3 file with a training
+ * set's record (index hash, three class names), so the mutations start inside that record too.
  * Each input is parsed twice: as given, and with its last 4 bytes replaced by the right CRC, so
  * the fuzzer also reaches the validation behind the CRC (what a CRC collision would expose).
  * Anything accepted must serialize back to exactly the same bytes. */

@@ -11,6 +11,7 @@
 enum { CLI_OK = 0, CLI_FAILURE = 1, CLI_USAGE = 2 };
 
 #define CLI_MAX_SETS 64
+#define CLI_MAX_IMAGES 1024
 
 typedef struct cli_options {
     const char *command;    /* the subcommand's name */
@@ -24,7 +25,8 @@ typedef struct cli_options {
     const char *checkpoint_dir;  /* train: save here */
     const char *resume;          /* train: checkpoint file or folder to continue from */
     const char *weights;         /* eval, predict: checkpoint to load */
-    const char *images;          /* predict: IDX images */
+    const char *images[CLI_MAX_IMAGES]; /* predict: an IDX file, or image files and folders */
+    int n_images;
     const char *out;             /* predict: CSV path ("-" or absent: stdout); experiment: its folder */
     long steps;                  /* bench, experiment: timed steps (0: default) */
     double seconds;              /* experiment: timed seconds per rung (0: default) */
@@ -85,6 +87,8 @@ typedef struct cli_command {
     unsigned needs;           /* those it cannot run without */
     const cli_refusal *refusals; /* options refused with a reason; ends with a NULL why; may be NULL */
     int (*check)(const cli_options *opt); /* rules across its options (prints, CLI_USAGE); may be NULL */
+    unsigned positional;      /* the option (one CLI_OPT bit) that arguments without a flag are values
+                               * of, e.g. predict's image paths from a shell glob; 0: none */
 } cli_command;
 
 /* commands.c: the subcommands in --help's order, NULL-terminated; the first is the default. */

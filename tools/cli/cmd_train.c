@@ -105,7 +105,7 @@ static int cmd_train(const cli_options *opt)
             ct_close(net);
             return rc;
         }
-        st = ct_load(net, path);
+        st = ct_resume(net, path);
         if (st == CT_OK && !opt->quiet)
             printf("cutrain: resumed from %s at epoch %d, step %ld\n", path, ct_epochs_done(net), ct_steps_done(net));
     }

@@ -13,6 +13,7 @@ typedef enum cli_value {
     CLI_AMOUNT,    /* double, positive, at most max (in `unit`) */
     CLI_BATCH,     /* const char *: max, auto or a count of at least 1 */
     CLI_SETTING,   /* --set: appended to sets[] */
+    CLI_PATHS,     /* --images: appended to images[] (repeatable) */
     CLI_HELP,      /* prints --help's text and exits */
     CLI_VERSION    /* prints the version and exits */
 } cli_value;
@@ -47,7 +48,9 @@ static const cli_option options[CLI_OPTION_COUNT] = {
                         .help = "train: continue from a checkpoint (the newest in DIR)"},
     [CLI_OPT_WEIGHTS] = {NULL, "--weights", "FILE", CLI_TEXT, F(weights),
                          .help = "eval, predict: load this checkpoint first"},
-    [CLI_OPT_IMAGES] = {NULL, "--images", "IDX", CLI_TEXT, F(images), .help = "predict: the images (IDX, raw or .gz)"},
+    [CLI_OPT_IMAGES] = {NULL, "--images", "PATH", CLI_PATHS,
+                        .help = "predict: an IDX file (raw or .gz), or JPEG / PNG files and\n"
+                                "folders of them (repeatable; paths without a flag count too)"},
     /* one option, two meanings: the row of the subcommand that takes it is the one read */
     [CLI_OPT_OUT_CSV] = {NULL, "--out", "CSV", CLI_TEXT, F(out), .help = "predict: write here instead of standard output"},
     [CLI_OPT_OUT_DIR] = {NULL, "--out", "DIR", CLI_TEXT, F(out), .help = "experiment: the folder for its files (default .)"},
@@ -203,6 +206,13 @@ static int store(const cli_option *o, const char *value, cli_options *opt)
         }
         opt->sets[opt->n_sets++] = value;
         return CLI_OK;
+    case CLI_PATHS:
+        if (opt->n_images == CLI_MAX_IMAGES) {
+            fprintf(stderr, "cutrain: at most %d image paths; give their folder instead\n", CLI_MAX_IMAGES);
+            return CLI_USAGE;
+        }
+        opt->images[opt->n_images++] = value;
+        return CLI_OK;
     case CLI_HELP:
         cli_usage(stdout);
         exit(CLI_OK);
@@ -219,6 +229,15 @@ int cli_parse_options(int argc, char **argv, int first, const cli_command *cmd, 
     opt->warmup = -1;
     for (int i = first; i < argc; i++) {
         int id = find_option(argv[i], cmd->takes | CLI_OPTS_ALWAYS);
+        if (id < 0 && cmd->positional && argv[i][0] != '-') {
+            /* a bare argument: the value of the command's positional option */
+            for (id = 0; id < CLI_OPTION_COUNT && !(cmd->positional & (1u << id)); id++)
+                ;
+            if (store(&options[id], argv[i], opt) != CLI_OK)
+                return CLI_USAGE;
+            opt->given |= 1u << id;
+            continue;
+        }
         if (id < 0) {
             fprintf(stderr, "cutrain: unknown option '%s' (see cutrain --help)\n", argv[i]);
             return CLI_USAGE;
