@@ -297,9 +297,12 @@ def run_json(cmd, env=None):
 
 def cutrain_cmd(a, workers):
     d = os.path.abspath(a.dir)
+    # the test set is opened too: the folder's sibling test/ where there is one, else the folder
+    test = os.path.join(os.path.dirname(d), "test")
+    test = test if os.path.isdir(test) and test != d else d
     cmd = [a.cutrain, "bench", "--input-only", "--config", a.config, "--warmup", str(a.warmup), "--steps",
            str(a.batches), "--batch", str(a.batch), "--set", "data.workers=%d" % workers,
-           "--set", "data.train=" + d, "--set", "data.image_size=%d" % a.size,
+           "--set", "data.train=" + d, "--set", "data.test=" + test, "--set", "data.image_size=%d" % a.size,
            "--set", "data.augment=random_resized_crop, flip", "--set", "data.cache=none"]
     return cmd
 
