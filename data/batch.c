@@ -11,14 +11,19 @@
  * (The modulo bias of 16 bits over a span of a few pixels is below 0.1%.) */
 #include <string.h>
 
+#include <stdlib.h>
+
 #include "base/rng.h"
-#include "data/dataset.h"
+#include "data/format.h"
 
 void ct_augment_from_config(ct_augment *aug, const ct_data_settings *dc, int channels)
 {
     memset(aug, 0, sizeof *aug);
-    aug->crop_pad = dc->crop_pad > 0 ? dc->crop_pad : 0;
-    aug->flip = dc->flip != 0;
+    /* a format that decodes on demand crops and flips while decoding: nothing is left to do */
+    const ct_data_format_def *def = ct_data_format_of(dc->format);
+    int at_decode = def && def->read;
+    aug->crop_pad = dc->crop_pad > 0 && !at_decode ? dc->crop_pad : 0;
+    aug->flip = dc->flip != 0 && !at_decode;
     for (int c = 0; c < CT_MAX_CHANNELS; c++) {
         /* 0 values: identity; 1 value: every channel; otherwise one per channel (ct_data_load
          * has checked n_normalize == channels; channels past the list fall back to identity). */
@@ -134,6 +139,151 @@ void ct_make_batch_u8(const ct_dataset *ds, const long *indices, int n, uint8_t 
     size_t size = ct_shape_size(ds->shape);
     for (int i = 0; i < n; i++)
         ct_make_sample_u8(ds, indices[i], x + (size_t)i * size, y + i);
+}
+
+/* ---- any set, also one decoded on demand ---- */
+
+/* Sample k of a set decoded on demand at position i, into x as (h, w, c) float32 normalised: the
+ * format decodes into the float slot's last quarter (uint8 takes a quarter of the floats' bytes),
+ * which the normalisation then reads front to back, each byte before its float overwrites it. */
+static ct_status decode_normalise(const ct_dataset *ds, ct_sample_reader *rd, long k, int i, int augmenting,
+                                  uint64_t augment_seed, const float *norm_scale, const float *norm_bias, float *x,
+                                  ct_err *err)
+{
+    size_t size = ct_shape_size(ds->shape);
+    uint8_t *u8 = (uint8_t *)(x + size) - size;
+    ct_status st = rd->def->read(ds, rd, k, i, augmenting, augment_seed, u8, err);
+    if (st != CT_OK)
+        return st;
+    int c = ds->shape.c;
+    for (size_t e = 0; e < size; e++)
+        x[e] = (float)u8[e] * norm_scale[e % (size_t)c] + norm_bias[e % (size_t)c];
+    return CT_OK;
+}
+
+static int on_demand(const ct_dataset *ds) { return !ds->images && ds->source; }
+
+static ct_status need_reader(const ct_dataset *ds, const ct_sample_reader *rd, ct_err *err)
+{
+    if (!rd || !rd->def)
+        return ct_fail(err, CT_ERR_USAGE, "a set decoded on demand is read through a reader of its own");
+    (void)ds;
+    return CT_OK;
+}
+
+ct_status ct_read_sample(const ct_dataset *ds, ct_sample_reader *rd, long index, int i, const ct_augment *aug,
+                         int augmenting, uint64_t augment_seed, float *x, int32_t *y, ct_err *err)
+{
+    if (!on_demand(ds)) {
+        ct_make_sample(ds, index, i, aug, augmenting, augment_seed, x, y);
+        return CT_OK;
+    }
+    ct_status st = need_reader(ds, rd, err);
+    float norm_scale[CT_MAX_CHANNELS], norm_bias[CT_MAX_CHANNELS];
+    ct_augment_fold(aug, norm_scale, norm_bias);
+    if (st == CT_OK)
+        st = decode_normalise(ds, rd, index, i, augmenting, augment_seed, norm_scale, norm_bias, x, err);
+    *y = ds->labels ? ds->labels[index] : 0;
+    return st;
+}
+
+// x: (n, h, w, c) float32; y: (n) int32
+ct_status ct_read_batch_serial(const ct_dataset *ds, ct_sample_reader *rd, const long *indices, int n,
+                               const ct_augment *aug, int augmenting, uint64_t augment_seed, float *x, int32_t *y,
+                               ct_err *err)
+{
+    if (!on_demand(ds)) {
+        ct_make_batch_serial(ds, indices, n, aug, augmenting, augment_seed, x, y);
+        return CT_OK;
+    }
+    size_t size = ct_shape_size(ds->shape);
+    ct_status st = need_reader(ds, rd, err);
+    float norm_scale[CT_MAX_CHANNELS], norm_bias[CT_MAX_CHANNELS];
+    ct_augment_fold(aug, norm_scale, norm_bias);
+    for (int i = 0; i < n && st == CT_OK; i++) {
+        st = decode_normalise(ds, rd, indices[i], i, augmenting, augment_seed, norm_scale, norm_bias,
+                              x + (size_t)i * size, err);
+        y[i] = ds->labels ? ds->labels[indices[i]] : 0;
+    }
+    return st;
+}
+
+// x: (n, h, w, c) float32; y: (n) int32
+ct_status ct_read_batch(const ct_dataset *ds, const long *indices, int n, const ct_augment *aug, int augmenting,
+                        uint64_t augment_seed, float *x, int32_t *y, ct_err *err)
+{
+    if (!on_demand(ds)) {
+        ct_make_batch(ds, indices, n, aug, augmenting, augment_seed, x, y);
+        return CT_OK;
+    }
+    /* one reader per thread for this call (evaluation, batch search: not the training's workers) */
+    size_t size = ct_shape_size(ds->shape);
+    float norm_scale[CT_MAX_CHANNELS], norm_bias[CT_MAX_CHANNELS];
+    ct_augment_fold(aug, norm_scale, norm_bias);
+    ct_status first = CT_OK;
+    #pragma omp parallel
+    {
+        ct_err e;
+        ct_err_clear(&e);
+        ct_sample_reader *rd = NULL;
+        ct_status st = ct_sample_reader_new(ds, &rd, &e);
+        #pragma omp for schedule(static)
+        for (int i = 0; i < n; i++) {
+            if (st == CT_OK)
+                st = decode_normalise(ds, rd, indices[i], i, augmenting, augment_seed, norm_scale, norm_bias,
+                                      x + (size_t)i * size, &e);
+            y[i] = ds->labels ? ds->labels[indices[i]] : 0;
+        }
+        ct_sample_reader_free(rd);
+        #pragma omp critical(ct_read_batch_err)
+        if (st != CT_OK && first == CT_OK) {
+            first = st;
+            ct_fail(err, st, "%s", e.msg);
+        }
+    }
+    return first;
+}
+
+ct_status ct_read_sample_u8(const ct_dataset *ds, ct_sample_reader *rd, long index, int i, int augmenting,
+                            uint64_t augment_seed, uint8_t *x, int32_t *y, ct_err *err)
+{
+    if (!on_demand(ds)) {
+        ct_make_sample_u8(ds, index, x, y);
+        return CT_OK;
+    }
+    ct_status st = need_reader(ds, rd, err);
+    if (st == CT_OK)
+        st = rd->def->read(ds, rd, index, i, augmenting, augment_seed, x, err);
+    *y = ds->labels ? ds->labels[index] : 0;
+    return st;
+}
+
+// x: (n, h, w, c) uint8; y: (n) int32
+ct_status ct_read_batch_u8(const ct_dataset *ds, ct_sample_reader *rd, const long *indices, int n, int augmenting,
+                           uint64_t augment_seed, uint8_t *x, int32_t *y, ct_err *err)
+{
+    size_t size = ct_shape_size(ds->shape);
+    ct_status st = CT_OK;
+    for (int i = 0; i < n && st == CT_OK; i++)
+        st = ct_read_sample_u8(ds, rd, indices[i], i, augmenting, augment_seed, x + (size_t)i * size, y + i, err);
+    return st;
+}
+
+ct_status ct_dataset_read_sample_u8(const ct_dataset *ds, long index, uint8_t *x, ct_err *err)
+{
+    if (index < 0 || index >= ds->count)
+        return ct_fail(err, CT_ERR_USAGE, "sample %ld is outside the set's 0..%ld", index, ds->count - 1);
+    int32_t y;
+    if (!on_demand(ds)) {
+        ct_make_sample_u8(ds, index, x, &y);
+        return CT_OK;
+    }
+    ct_sample_reader *rd = NULL;
+    ct_status st = ct_sample_reader_new(ds, &rd, err);
+    if (st == CT_OK)
+        st = ct_read_sample_u8(ds, rd, index, 0, 0, 0, x, &y, err);
+    ct_sample_reader_free(rd);
+    return st;
 }
 
 void ct_shuffle_indices(long *indices, long count, uint64_t seed, int epoch)

@@ -25,7 +25,40 @@ typedef struct ct_dataset {
      * has none), which checkpoints keep so that resuming on a changed folder is refused. */
     char **class_names;
     uint64_t index_hash;
+    ct_data_format format;   /* whose record reads it when images is NULL */
 } ct_dataset;
+
+/* One thread's state for reading a set decoded on demand: the format's decoder and read buffer,
+ * grown to the largest file seen (no allocation per image in steady state), and what it read.
+ * Each pipeline worker makes one when it starts. For sets in memory a reader is not needed (NULL
+ * is accepted everywhere a reader is). */
+typedef struct ct_sample_reader ct_sample_reader;
+ct_status ct_sample_reader_new(const ct_dataset *ds, ct_sample_reader **out, ct_err *err);
+void ct_sample_reader_free(ct_sample_reader *rd);   /* NULL is ignored */
+/* Compressed bytes read, and samples replaced (on_bad_image = skip), since the reader was made. */
+void ct_sample_reader_counts(const ct_sample_reader *rd, long long *input_bytes, long *bad_images);
+
+/* The file sample `index` comes from (format = imagefolder), NULL for sets held in memory. */
+const char *ct_dataset_sample_path(const ct_dataset *ds, long index);
+/* Tells the kernel sample `index`'s file will be read soon (posix_fadvise WILLNEED), for sets
+ * that read each file when decoding it (cache = none); nothing otherwise. */
+void ct_dataset_prefetch_hint(const ct_dataset *ds, long index);
+/* Files skipped at open: hidden ones (a leading '.') and those that are not JPEG or PNG by their
+ * bytes. Both 0 for sets held in memory. */
+void ct_dataset_skipped(const ct_dataset *ds, long *hidden, long *not_images);
+/* on_bad_image = skip: the files found bad so far (each once, in index order) into names (up to
+ * max of them, pointers into ds); returns how many there are in all. */
+long ct_dataset_bad_files(const ct_dataset *ds, const char **names, long max);
+
+/* Image files to predict: each of paths is a JPEG or PNG file, or a folder whose images (found by
+ * their bytes, recursively, in sorted path order; hidden files skipped) are taken. The set is
+ * unlabelled (labels 0, classes 0), decoded on demand with the evaluation transform of dc
+ * (image_size, eval_resize, channels, max_pixels, on_bad_image = error) into
+ * (image_h, image_w, channels) samples; files are in the order given, folders expanded in place. */
+ct_status ct_image_files_open(const ct_data_settings *dc, const char *const *paths, int n_paths, ct_dataset *ds,
+                              ct_err *err);
+/* Sample `index` of any set without augmentation, as stored or decoded: x: (h, w, c) uint8. */
+ct_status ct_dataset_read_sample_u8(const ct_dataset *ds, long index, uint8_t *x, ct_err *err);
 
 /* IDX images (magic 0x00000803) and labels (0x00000801), raw or gzip (detected by content).
  * labels_path may be NULL (images to predict): labels are then 0 and classes 0.
@@ -53,6 +86,8 @@ typedef struct ct_augment {
     float mean[CT_MAX_CHANNELS], std[CT_MAX_CHANNELS];  /* per channel, after scaling to [0,1] */
 } ct_augment;
 
+/* Formats that crop and flip while decoding (imagefolder) get crop_pad 0 and flip 0 here: the
+ * batcher and the device only normalise their samples. */
 void ct_augment_from_config(ct_augment *aug, const ct_data_settings *dc, int channels);
 /* ((p / 255) - mean) / std folded into p * norm_scale + norm_bias per channel (CT_MAX_CHANNELS each): the
  * one place these floats are computed, so the device's augmentation gets the same bits. */
@@ -78,6 +113,24 @@ void ct_make_sample(const ct_dataset *ds, long index, int i, const ct_augment *a
  * neither augmented nor normalised (a kernel does both from the batch's augment_seed). */
 void ct_make_batch_u8(const ct_dataset *ds, const long *indices, int n, uint8_t *x, int32_t *y);
 void ct_make_sample_u8(const ct_dataset *ds, long index, uint8_t *x, int32_t *y);
+
+/* The same for any set, also one decoded on demand (format = imagefolder), where a sample can
+ * fail to decode: the first failure is returned (CT_ERR_DATA naming the file). rd: the calling
+ * thread's reader (NULL: none needed, or, for ct_read_batch, one made per thread for the call).
+ * For sets decoded on demand the crop and flip are drawn at decode from (augment_seed, i, the
+ * image's size), and the u8 forms return the decoded, cropped samples; for sets in memory the u8
+ * forms are the bytes as stored. */
+ct_status ct_read_batch(const ct_dataset *ds, const long *indices, int n, const ct_augment *aug, int augmenting,
+                        uint64_t augment_seed, float *x, int32_t *y, ct_err *err);
+ct_status ct_read_batch_serial(const ct_dataset *ds, ct_sample_reader *rd, const long *indices, int n,
+                               const ct_augment *aug, int augmenting, uint64_t augment_seed, float *x, int32_t *y,
+                               ct_err *err);
+ct_status ct_read_sample(const ct_dataset *ds, ct_sample_reader *rd, long index, int i, const ct_augment *aug,
+                         int augmenting, uint64_t augment_seed, float *x, int32_t *y, ct_err *err);
+ct_status ct_read_batch_u8(const ct_dataset *ds, ct_sample_reader *rd, const long *indices, int n, int augmenting,
+                           uint64_t augment_seed, uint8_t *x, int32_t *y, ct_err *err);
+ct_status ct_read_sample_u8(const ct_dataset *ds, ct_sample_reader *rd, long index, int i, int augmenting,
+                            uint64_t augment_seed, uint8_t *x, int32_t *y, ct_err *err);
 
 /* Fisher-Yates permutation of 0..count-1 from (seed, epoch). */
 void ct_shuffle_indices(long *indices, long count, uint64_t seed, int epoch);

@@ -17,7 +17,12 @@ typedef enum ct_data_key_kind {
     CT_DATA_KEY_PATHS,   /* char *: a comma list of them, each resolved, joined by commas */
     CT_DATA_KEY_INT,     /* int */
     CT_DATA_KEY_LONG,    /* long */
-    CT_DATA_KEY_SHAPE    /* ct_shape, from "H, W, C" (C at most CT_MAX_CHANNELS) */
+    CT_DATA_KEY_SHAPE,   /* ct_shape, from "H, W, C" (C at most CT_MAX_CHANNELS) */
+    CT_DATA_KEY_FLOAT,   /* float */
+    CT_DATA_KEY_RANGE,   /* float[2], from "lo, hi" (0 < lo <= hi) */
+    CT_DATA_KEY_SIZE,    /* int[2] (h, w), from "H, W" or "N" (both N) */
+    CT_DATA_KEY_ENUM,    /* int, one of `names` */
+    CT_DATA_KEY_WORDS    /* char *: a comma list of words, kept as given (trimmed) */
 } ct_data_key_kind;
 
 enum {
@@ -37,6 +42,7 @@ typedef struct ct_data_key {
     long min, max;         /* with CT_DATA_KEY_HAS_MIN / _HAS_MAX */
     const char *with;      /* a path key that goes with this one, both or neither (idx: test_labels, test) */
     const char *note;      /* why the key does not apply to other formats, for that message */
+    const char *const *names;  /* CT_DATA_KEY_ENUM: the words, NULL-terminated */
 } ct_data_key;
 
 /* Which set of [data] to open. */
@@ -55,10 +61,26 @@ typedef struct ct_data_format_def {
     ct_status (*open)(const ct_data_settings *dc, ct_data_split split, uint64_t seed, ct_dataset *ds, ct_err *err);
     /* The per-sample shape and class count of the training set, reading as little as it can. */
     ct_status (*probe)(const ct_data_settings *dc, ct_shape *shape, int *classes, ct_err *err);
-    /* Decodes sample `index` of a set it opened into x: (h, w, c) uint8, a slot of the batch
-     * being made. NULL for formats whose open loads every sample. */
-    ct_status (*read)(const ct_dataset *ds, long index, uint8_t *x, ct_err *err);
+    /* Formats that decode on demand (NULL for formats whose open loads every sample): one thread's
+     * reading state (reader_new, made by each worker when it starts; reader_free), and the
+     * decode of sample `index` of a set it opened at position i of a batch into x: (h, w, c)
+     * uint8, a slot of the batch being made. augmenting: draw the crop and flip from
+     * (augment_seed, i, the image's size); otherwise the evaluation transform. Counts what it
+     * reads into rd->input_bytes and replaced samples into rd->bad_images. */
+    void (*source_free)(void *source);   /* ds->source, at ct_dataset_free */
+    ct_status (*reader_new)(const ct_dataset *ds, void **state, ct_err *err);
+    void (*reader_free)(void *state);
+    ct_status (*read)(const ct_dataset *ds, ct_sample_reader *rd, long index, int i, int augmenting,
+                      uint64_t augment_seed, uint8_t *x, ct_err *err);
 } ct_data_format_def;
+
+/* What a reader is (dataset.h): the format's state and the figures every format keeps. */
+struct ct_sample_reader {
+    const ct_data_format_def *def;
+    void *state;
+    long long input_bytes;
+    long bad_images;
+};
 
 /* A record's key list: `.keys` and `.n_keys` of a whole array of rows. */
 #define CT_DATA_KEYS(rows) .keys = (rows), .n_keys = (int)(sizeof(rows) / sizeof *(rows))

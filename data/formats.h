@@ -12,6 +12,7 @@
     X(IDX, idx)             \
     X(CIFAR10, cifar10)     \
     X(SYNTHETIC, synthetic) \
+    X(IMAGEFOLDER, imagefolder) \
     /* a new format: one row above this line */
 
 #define CT_DATA_FORMAT_ENUM(upper, lower) CT_DATA_##upper,

@@ -22,6 +22,7 @@
 
 #include "base/clock.h"
 #include "base/rng.h"
+#include "data/format.h"
 #include "data/pipeline_sizing.h"
 
 enum {
@@ -84,6 +85,11 @@ struct ct_pipeline {
     /* sync mode */
     void *sync_mem;
     int sync_held;
+    ct_sample_reader *sync_reader;
+
+    /* what the readers read, collected after each batch (under mu) */
+    long long input_bytes;
+    long bad_images;
 };
 
 static size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -118,15 +124,40 @@ static int batch_size(const ct_pipeline *p, long b)
     return (int)(left < p->batch ? left : p->batch);
 }
 
-/* Makes batch b of `epoch` into mem (x then y). Pure: the same bytes whoever calls it. */
-static void make_batch(const ct_pipeline *p, void *mem, int epoch, long b, int n)
+/* Makes batch b of `epoch` into mem (x then y) with the calling thread's reader. Pure: the same
+ * bytes whoever calls it. A sample that does not decode fails the batch (err names the file). */
+static ct_status make_batch(const ct_pipeline *p, ct_sample_reader *rd, void *mem, int epoch, long b, int n,
+                            ct_err *err)
 {
     const long *idx = p->order + b * (long)p->batch;
     int32_t *y = (int32_t *)((char *)mem + p->y_offset);
     if (p->cfg.raw_u8)
-        ct_make_batch_u8(p->cfg.ds, idx, n, mem, y);
-    else
-        ct_make_batch_serial(p->cfg.ds, idx, n, &p->aug, p->cfg.augment, batch_seed(p, epoch, b), mem, y);
+        return ct_read_batch_u8(p->cfg.ds, rd, idx, n, p->cfg.augment, batch_seed(p, epoch, b), mem, y, err);
+    return ct_read_batch_serial(p->cfg.ds, rd, idx, n, &p->aug, p->cfg.augment, batch_seed(p, epoch, b), mem, y,
+                                err);
+}
+
+/* Moves a reader's figures into the pipeline's; called with mu held (or in sync mode). */
+static void collect_counts(ct_pipeline *p, ct_sample_reader *rd)
+{
+    if (!rd)
+        return;
+    p->input_bytes += rd->input_bytes;
+    p->bad_images += rd->bad_images;
+    rd->input_bytes = 0;
+    rd->bad_images = 0;
+}
+
+/* What the files of batch b of the epoch in hand are about to be asked for (format = imagefolder,
+ * cache = none): the kernel may start reading them while this batch decodes. */
+static void announce_batch(const ct_pipeline *p, long b)
+{
+    if (b >= p->end || !p->cfg.ds->source || p->cfg.ds->images)
+        return;
+    const long *idx = p->order + b * (long)p->batch;
+    int n = batch_size(p, b);
+    for (int i = 0; i < n; i++)
+        ct_dataset_prefetch_hint(p->cfg.ds, idx[i]);
 }
 
 static void fill_view(const ct_pipeline *p, ct_batch_view *v, int slot_id, void *mem, int epoch, long b, int n)
@@ -167,7 +198,17 @@ static void *worker_main(void *arg)
 {
     worker_arg *wa = arg;
     ct_pipeline *p = wa->p;
+    /* the worker's own decoder and read buffer, for sets decoded on demand */
+    ct_sample_reader *rd = NULL;
+    ct_err re;
+    ct_err_clear(&re);
+    ct_status rst = ct_sample_reader_new(p->cfg.ds, &rd, &re);
     pthread_mutex_lock(&p->mu);
+    if (rst != CT_OK && !p->failed) {
+        p->failed = 1;
+        ct_fail(&p->fail, rst, "input worker %d of %d: %s", wa->id, p->spawned, re.msg);
+        pthread_cond_broadcast(&p->ready_cv);
+    }
     for (;;) {
         if (p->quit || p->failed)
             break;
@@ -184,7 +225,9 @@ static void *worker_main(void *arg)
         sl->n = n;
         sl->epoch = epoch;
         p->filling++;
+        long next_b = b + 1;
         pthread_mutex_unlock(&p->mu);
+        announce_batch(p, next_b);
 
         /* outside the lock: the slot is this worker's until it is marked ready */
         ct_err e;
@@ -201,11 +244,12 @@ static void *worker_main(void *arg)
         }
         double t0 = ct_clock_seconds();
         if (st == CT_OK)
-            make_batch(p, sl->mem, epoch, b, n);
+            st = make_batch(p, rd, sl->mem, epoch, b, n, &e);
         double dt = ct_clock_seconds() - t0;
 
         pthread_mutex_lock(&p->mu);
         p->filling--;
+        collect_counts(p, rd);
         if (st != CT_OK) {
             sl->state = SLOT_FREE;
             if (!p->failed) {
@@ -227,6 +271,7 @@ static void *worker_main(void *arg)
         pthread_cond_broadcast(&p->ready_cv);
     }
     pthread_mutex_unlock(&p->mu);
+    ct_sample_reader_free(rd);
     return NULL;
 }
 
@@ -292,7 +337,7 @@ static ct_status check_config(const ct_pipeline_config *c, ct_err *err)
     if (!c || !c->ds)
         return ct_fail(err, CT_ERR_USAGE, "input pipeline: no dataset");
     const ct_dataset *ds = c->ds;
-    if (ds->count < 1 || !ds->images)
+    if (ds->count < 1 || (!ds->images && !ds->source))
         return ct_fail(err, CT_ERR_USAGE, "input pipeline: the dataset is empty");
     if (ct_shape_size(ds->shape) == 0)
         return ct_fail(err, CT_ERR_USAGE, "input pipeline: the dataset's images have no pixels");
@@ -322,6 +367,7 @@ static void free_parts(ct_pipeline *p)
     free(p->threads);
     free(p->args);
     free(p->sync_mem);
+    ct_sample_reader_free(p->sync_reader);
     free(p);
 }
 
@@ -363,6 +409,10 @@ ct_status ct_pipeline_create(ct_pipeline **out, const ct_pipeline_config *cfg, c
         ct_pipeline_sizing_sync(&p->size);
         if (!(p->sync_mem = default_alloc(p->slot_bytes)))
             goto nomem;
+        if ((st = ct_sample_reader_new(cfg->ds, &p->sync_reader, err)) != CT_OK) {
+            free_parts(p);
+            return st;
+        }
     } else {
         ct_pipeline_sizing_init(&p->size, cfg->workers, cfg->prefetch);
         p->slots = calloc((size_t)p->size.max_slots, sizeof *p->slots);
@@ -488,13 +538,21 @@ static ct_status next_sync(ct_pipeline *p, ct_batch_view *out, double t0, double
     const long *idx = p->order + b * (long)p->batch;
     int32_t *y = (int32_t *)((char *)p->sync_mem + p->y_offset);
     uint64_t seed = batch_seed(p, p->epoch, b);
-    for (int i = 0; i < n; i++) {
+    ct_status st = CT_OK;
+    ct_err e;
+    ct_err_clear(&e);
+    for (int i = 0; i < n && st == CT_OK; i++) {
         if (p->cfg.raw_u8)
-            ct_make_sample_u8(p->cfg.ds, idx[i], (uint8_t *)p->sync_mem + (size_t)i * p->sample_elems, y + i);
+            st = ct_read_sample_u8(p->cfg.ds, p->sync_reader, idx[i], i, p->cfg.augment, seed,
+                                   (uint8_t *)p->sync_mem + (size_t)i * p->sample_elems, y + i, &e);
         else
-            ct_make_sample(p->cfg.ds, idx[i], i, &p->aug, p->cfg.augment, seed,
-                           (float *)p->sync_mem + (size_t)i * p->sample_elems, y + i);
+            st = ct_read_sample(p->cfg.ds, p->sync_reader, idx[i], i, &p->aug, p->cfg.augment, seed,
+                                (float *)p->sync_mem + (size_t)i * p->sample_elems, y + i, &e);
     }
+    collect_counts(p, p->sync_reader);
+    if (st != CT_OK)
+        return ct_fail(err, st, "input pipeline (sync), batch %ld of epoch %d: %s", b, p->epoch,
+                       e.msg[0] ? e.msg : "failed");
     fill_view(p, out, 0, p->sync_mem, p->epoch, b, n);
     p->next_out++;
     p->sync_held = 1;
@@ -614,6 +672,7 @@ void ct_pipeline_destroy(ct_pipeline *p)
     for (int s = 0; s < p->size.max_slots && p->slots; s++)
         slot_free(p, p->slots[s].mem);
     free(p->sync_mem);
+    ct_sample_reader_free(p->sync_reader);
     free(p->slots);
     free(p->threads);
     free(p->args);
@@ -640,6 +699,8 @@ void ct_pipeline_get_stats(const ct_pipeline *p, ct_pipeline_stats *out)
     out->batches = p->delivered;
     out->images = p->delivered_images;
     out->wait_seconds = p->wait_total;
+    out->input_bytes = p->input_bytes;
+    out->bad_images = p->bad_images;
     pthread_mutex_unlock(mu);
 }
 

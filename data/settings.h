@@ -18,6 +18,18 @@ typedef enum ct_augment_on {
     CT_AUGMENT_ON_GPU        /* uint8 batches are shipped (4x fewer bytes); a kernel augments */
 } ct_augment_on;
 
+/* [data] on_bad_image (format = imagefolder): what a file that does not decode does. */
+typedef enum ct_bad_image_action {
+    CT_BAD_IMAGE_ERROR,      /* the training fails, naming the file and the decoder's reason */
+    CT_BAD_IMAGE_SKIP        /* the sample is replaced by the next file of the index that decodes */
+} ct_bad_image_action;
+
+/* [data] cache (format = imagefolder): where the compressed files are read from. */
+typedef enum ct_image_cache {
+    CT_IMAGE_CACHE_NONE,     /* each file is read when it is decoded */
+    CT_IMAGE_CACHE_BYTES     /* every file is read into memory at open */
+} ct_image_cache;
+
 /* [data] pipeline: how batches are made. */
 typedef enum ct_pipeline_mode {
     CT_PIPELINE_PARALLEL,    /* worker threads and a prefetch ring */
@@ -44,6 +56,21 @@ typedef struct ct_data_settings {
     ct_augment_on augment_on;    /* augment_on = cpu | gpu (default cpu) */
     ct_pipeline_mode pipeline;   /* pipeline = parallel | sync (default parallel) */
     int drop_last;           /* drop_last = on | off: drop each epoch's last partial batch (default off) */
+    /* format = imagefolder (data/imagefolder.c): class folders of JPEG/PNG files decoded by the
+     * workers at the crop */
+    char *class_list;        /* classes = a, b, ...: the comma list as given; NULL: every subfolder */
+    float validation_split;  /* 0: none; 0 < F < 1: that share of train is the test set */
+    long validation_seed;    /* the split's shuffle */
+    int image_h, image_w;    /* image_size = H, W (or N): the output size */
+    int channels;            /* 1 (luma) or 3 (RGB) */
+    int random_resized_crop; /* augment random_resized_crop */
+    float crop_scale[2];     /* area fraction range of random_resized_crop */
+    float crop_ratio[2];     /* aspect ratio (w / h) range of random_resized_crop */
+    int eval_resize;         /* evaluation: shorter side resized to this, then a centre crop; 0: the
+                                default, round(image size * 256 / 224) */
+    ct_bad_image_action on_bad_image;
+    ct_image_cache cache;
+    long max_pixels;         /* a file of more pixels is refused (0: no limit) */
     int line;                /* line of [data], for messages */
 } ct_data_settings;
 

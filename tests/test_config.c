@@ -526,7 +526,7 @@ static const bad_case bad_cases[] = {
      "has test but no test_labels"},
     {"shape on idx", "[data]\ntrain = a\ntrain_labels = b\nshape = 28, 28, 1\n" FC, 4,
      "shape applies only to format = synthetic"},
-    {"train on synthetic", SYN "train = a\n" FC, 3, "train applies only to format = idx or cifar10"},
+    {"train on synthetic", SYN "train = a\n" FC, 3, "train applies only to format = idx, cifar10 or imagefolder"},
     {"cifar10 with train_labels", "[data]\nformat = cifar10\ntrain = x\ntrain_labels = y\n" FC, 4,
      "cifar10 files hold their labels"},
     {"bad augment item", SYN "augment = crop:4, flp\n" FC, 3, "unknown augment 'flp' (did you mean 'flip'?)"},

@@ -57,11 +57,12 @@ data_srcs=(data/*.c engine/base/rng.c engine/base/status.c)
 config_srcs=(engine/config/*.c engine/graph/layers/*.c data/*.c engine/base/status.c engine/base/types.c
              engine/base/rng.c)
 
-targets=(config idx cifar)
+targets=(config idx cifar image)
 declare -A srcs=(
     [config]="tests/fuzz/fuzz_config.c ${config_srcs[*]}"
     [idx]="tests/fuzz/fuzz_idx.c ${data_srcs[*]}"
     [cifar]="tests/fuzz/fuzz_cifar.c ${data_srcs[*]}"
+    [image]="tests/fuzz/fuzz_image.c ${data_srcs[*]}"
 )
 # Written separately; built and run once its file is there.
 if [ -f tests/fuzz/fuzz_checkpoint.c ]; then
@@ -72,7 +73,9 @@ fi
 for t in "${targets[@]}"; do
     echo "fuzz: building fuzz_$t"
     # shellcheck disable=SC2086  # the source lists are space-separated on purpose
-    "$cc" "${cflags[@]}" -Wno-unknown-pragmas ${srcs[$t]} -lz -lm -pthread -o "$out/fuzz_$t"
+    # data/ decodes images, so every target with its sources links libjpeg and libpng (shared
+    # here: the fuzz build runs where it is built)
+    "$cc" "${cflags[@]}" -Wno-unknown-pragmas ${srcs[$t]} -ljpeg -lpng16 -lz -lm -pthread -o "$out/fuzz_$t"
 done
 
 # ---- running them ----

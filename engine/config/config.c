@@ -92,6 +92,7 @@ void ct_config_free(ct_config *cfg)
     free(cfg->data.train_labels);
     free(cfg->data.test);
     free(cfg->data.test_labels);
+    free(cfg->data.class_list);
     free(cfg->layers);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config/keys.h"
@@ -22,6 +23,9 @@ static ct_status parse_normalize(const ct_value_ctx *, const ct_key_spec *, cons
 static ct_status parse_augment(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 static ct_status parse_shape(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 static ct_status parse_auto_count(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
+static ct_status parse_range(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
+static ct_status parse_size(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
+static ct_status parse_words(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 
 #define D(f) offsetof(ct_data_settings, f)
 
@@ -54,13 +58,18 @@ static ct_key_spec format_row(const ct_data_key *k, unsigned mask)
 {
     static const ct_key_kind kinds[] = {[CT_DATA_KEY_PATH] = CT_KEY_PATH, [CT_DATA_KEY_PATHS] = CT_KEY_PATH_LIST,
                                         [CT_DATA_KEY_INT] = CT_KEY_INT, [CT_DATA_KEY_LONG] = CT_KEY_LONG,
-                                        [CT_DATA_KEY_SHAPE] = CT_KEY_CUSTOM};
+                                        [CT_DATA_KEY_SHAPE] = CT_KEY_CUSTOM, [CT_DATA_KEY_FLOAT] = CT_KEY_FLOAT,
+                                        [CT_DATA_KEY_RANGE] = CT_KEY_CUSTOM, [CT_DATA_KEY_SIZE] = CT_KEY_CUSTOM,
+                                        [CT_DATA_KEY_ENUM] = CT_KEY_ENUM, [CT_DATA_KEY_WORDS] = CT_KEY_CUSTOM};
+    static const ct_key_parse_fn parsers[] = {[CT_DATA_KEY_SHAPE] = parse_shape, [CT_DATA_KEY_RANGE] = parse_range,
+                                              [CT_DATA_KEY_SIZE] = parse_size, [CT_DATA_KEY_WORDS] = parse_words};
     unsigned flags = (k->flags & CT_DATA_KEY_REQUIRED ? CT_KEY_REQUIRED : 0u) |
                      (k->flags & CT_DATA_KEY_HAS_MIN ? CT_KEY_HAS_MIN : 0u) |
                      (k->flags & CT_DATA_KEY_HAS_MAX ? CT_KEY_HAS_MAX : 0u);
     return (ct_key_spec){.name = k->name, .kind = kinds[k->kind], .offset = k->offset, .def = k->def, .mask = mask,
                          .flags = flags, .min = (double)k->min, .max = (double)k->max,
-                         .parse = k->kind == CT_DATA_KEY_SHAPE ? parse_shape : NULL, .note = k->note};
+                         .parse = parsers[k->kind], .note = k->note, .names = k->names,
+                         .label = k->names ? k->name : NULL};
 }
 
 /* Every format's keys as one table, format after format. Built for each read (a dozen rows), so
@@ -134,13 +143,28 @@ static ct_status parse_normalize(const ct_value_ctx *vc, const ct_key_spec *ks, 
     return CT_OK;
 }
 
-/* augment = crop:N, flip | none */
+/* augment = crop:N, flip | random_resized_crop, flip | none. crop:N pads and crops images held in
+ * memory; random_resized_crop is done at decode by the formats that decode (imagefolder). */
 static ct_status parse_augment_item(const ct_value_ctx *vc, const char *item, ct_data_settings *d)
 {
+    const ct_data_format_def *def = ct_data_format_of(d->format);
+    int at_decode = def && def->read;
     if (strcmp(item, "flip") == 0) {
         d->flip = 1;
         return CT_OK;
     }
+    if (strcmp(item, "random_resized_crop") == 0) {
+        if (!at_decode)
+            return ct_fail_value(vc, "augment random_resized_crop is done while decoding image files (format = "
+                                 "imagefolder); format = %s holds its images in memory: use crop:N",
+                                 ct_data_format_name(d->format));
+        d->random_resized_crop = 1;
+        return CT_OK;
+    }
+    if (at_decode && strncmp(item, "crop", 4) == 0)
+        return ct_fail_value(vc, "augment %s pads and crops images held in memory; format = %s crops while "
+                             "decoding: use random_resized_crop (with crop_scale, crop_ratio)",
+                             item, ct_data_format_name(d->format));
     if (strcmp(item, "crop") == 0)
         return ct_fail_value(vc, "augment crop needs a padding in pixels, as crop:4");
     if (strncmp(item, "crop:", 5) == 0) {
@@ -160,10 +184,11 @@ static ct_status parse_augment_item(const ct_value_ctx *vc, const char *item, ct
     ct_suggest_consider(&s, "crop");
     ct_suggest_consider(&s, "flip");
     ct_suggest_consider(&s, "none");
+    ct_suggest_consider(&s, "random_resized_crop");
     char hint[96] = "";
     if (s.best)
         snprintf(hint, sizeof hint, " (did you mean '%s%s'?)", s.best, strcmp(s.best, "crop") == 0 ? ":N" : "");
-    return ct_fail_value(vc, "unknown augment '%s'%s; expected crop:N, flip or none", item, hint);
+    return ct_fail_value(vc, "unknown augment '%s'%s; expected crop:N, random_resized_crop, flip or none", item, hint);
 }
 
 static ct_status parse_augment(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
@@ -171,6 +196,7 @@ static ct_status parse_augment(const ct_value_ctx *vc, const ct_key_spec *ks, co
     ct_data_settings *d = base;
     d->crop_pad = 0;
     d->flip = 0;
+    d->random_resized_crop = 0;
     if (strcmp(text, "none") == 0)
         return CT_OK;
     ct_item_list list;
@@ -203,6 +229,77 @@ static ct_status parse_shape(const ct_value_ctx *vc, const ct_key_spec *ks, cons
             return ct_fail_value(vc, "shape %s must be between 1 and %ld, got %s", what[i], hi, list.item[i]);
     }
     *shape = (ct_shape){(int)v[0], (int)v[1], (int)v[2]};
+    return CT_OK;
+}
+
+/* lo, hi: two positive numbers, lo <= hi (crop_scale, crop_ratio) into float[2]. */
+static ct_status parse_range(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
+{
+    float *dst = (float *)((char *)base + ks->offset);
+    ct_item_list list;
+    ct_status st = ct_split_items(vc, ks, text, &list);
+    if (st != CT_OK)
+        return st;
+    if (list.n != 2)
+        return ct_fail_value(vc, "%s needs two numbers 'lo, hi', got %d", ks->name, list.n);
+    double v[2];
+    for (int i = 0; i < 2; i++)
+        if (!ct_strict_float(list.item[i], &v[i]) || !(v[i] > 0))
+            return ct_fail_value(vc, "bad number '%s' in %s; expected a positive number", list.item[i], ks->name);
+    if (v[0] > v[1])
+        return ct_fail_value(vc, "%s = %s, %s: the first must not exceed the second", ks->name, list.item[0],
+                             list.item[1]);
+    dst[0] = (float)v[0];
+    dst[1] = (float)v[1];
+    return CT_OK;
+}
+
+/* H, W or N (both N), each 1..65535, into int[2] (h then w). */
+static ct_status parse_size(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
+{
+    int *dst = (int *)((char *)base + ks->offset);
+    ct_item_list list;
+    ct_status st = ct_split_items(vc, ks, text, &list);
+    if (st != CT_OK)
+        return st;
+    if (list.n != 1 && list.n != 2)
+        return ct_fail_value(vc, "%s needs 'H, W' or one number N (N x N), got %d numbers", ks->name, list.n);
+    long v[2];
+    for (int i = 0; i < list.n; i++)
+        if (ct_strict_long(list.item[i], &v[i]) != 0 || v[i] < 1 || v[i] > 65535)
+            return ct_fail_value(vc, "bad size '%s' in %s; expected 1 to 65535", list.item[i], ks->name);
+    dst[0] = (int)v[0];
+    dst[1] = (int)(list.n == 2 ? v[1] : v[0]);
+    return CT_OK;
+}
+
+/* A comma list of words kept as given (classes = cat, dog), malloc'd. */
+static ct_status parse_words(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
+{
+    char **dst = (char **)((char *)base + ks->offset);
+    ct_item_list list;
+    ct_status st = ct_split_items(vc, ks, text, &list);
+    if (st != CT_OK)
+        return st;
+    if (list.n < 1)
+        return ct_fail_value(vc, "%s needs at least one name", ks->name);
+    size_t len = 1;
+    for (int i = 0; i < list.n; i++) {
+        if (!list.item[i][0])
+            return ct_fail_value(vc, "an empty name in %s", ks->name);
+        len += strlen(list.item[i]) + 1;
+    }
+    char *s = malloc(len);
+    if (!s)
+        return ct_config_nomem(vc->err);
+    s[0] = 0;
+    for (int i = 0; i < list.n; i++) {
+        strcat(s, list.item[i]);
+        if (i + 1 < list.n)
+            strcat(s, ",");
+    }
+    free(*dst);
+    *dst = s;
     return CT_OK;
 }
 

@@ -98,7 +98,11 @@ ct_status ct_train_stage_batch(ct_run *run, ct_replica *r, const ct_dataset *ds,
     ct_status st = ct_replica_host_slot(r, &hx, &hy, &slot, err);
     if (st != CT_OK)
         return st;
-    ct_make_batch(ds, idx, n, &run->augment, augment, aug_seed, hx, hy);
+    st = ct_read_batch(ds, idx, n, &run->augment, augment, aug_seed, hx, hy, err);
+    /* a sample that does not decode (format = imagefolder) fails the batch; the slot's ticket is
+     * already cleared, so the slot is simply free again */
+    if (st != CT_OK)
+        return st;
     return ct_replica_submit_slot(r, slot, n, err);
 }
 
