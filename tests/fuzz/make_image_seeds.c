@@ -1,7 +1,7 @@
 // Writes tests/fuzz/corpus/image/: small JPEG and PNG variants of Fashion-MNIST images, the fuzz
 // target's seeds (each well under 4 KB). Run by hand from the repository root when the seeds need
 // remaking (the sources are those tools/fuzz.sh builds its data targets from):
-//   cc -std=c11 -D_POSIX_C_SOURCE=200809L -I engine -I . tests/fuzz/make_image_seeds.c data/*.c \
+//   cc -std=c11 -D_POSIX_C_SOURCE=200809L -I engine -I . tests/fuzz/make_image_seeds.c data/*.c
 //      engine/base/rng.c engine/base/status.c -ljpeg -lpng16 -lz -lm -o /tmp/make_image_seeds
 //   /tmp/make_image_seeds tests/fuzz/corpus/image
 #include <stdio.h>
