@@ -155,7 +155,7 @@ void ct_pipeline_info(const ct_pipeline *p, int *workers, int *prefetch, double 
 
 /* `cutrain bench --input-only`: the pipeline alone, no model. Makes a pipeline from cfg, consumes
  * `warmup` + `batches` batches over as many epochs as needed (releasing each at once), and times
- * the last `batches`. */
+ * the last `batches`: wall time, the process's CPU time and the bytes its workers read. */
 typedef struct ct_pipeline_bench_result {
     long batches, images;           /* timed */
     double seconds;
@@ -163,6 +163,10 @@ typedef struct ct_pipeline_bench_result {
     double wait_seconds;            /* blocked in next() during the timed part */
     int workers, prefetch;          /* what ran (auto's choice) */
     int sync;
+    double cpu_seconds;             /* user + system time of the whole process (every thread)
+                                       over the timed part; negative when /proc cannot say */
+    long long input_bytes;          /* compressed bytes the workers read over the timed part
+                                       (ct_pipeline_stats.input_bytes; 0 for in-memory formats) */
 } ct_pipeline_bench_result;
 
 ct_status ct_pipeline_bench(const ct_pipeline_config *cfg, long warmup, long batches,

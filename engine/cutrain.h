@@ -410,6 +410,10 @@ typedef struct ct_input_bench_result {
     double seconds;
     int workers, prefetch;   /* what ran (auto's choice); workers 0 with pipeline = sync */
     int sync;
+    double cpu_seconds;      /* user + system time of the process over the timed part (every
+                                thread); negative when unknown */
+    long long input_bytes;   /* compressed bytes read over the timed part (image folders; 0 for
+                                data held in memory) */
 } ct_input_bench_result;
 
 /* The input pipeline alone, no model (`cutrain bench --input-only`): `warmup` then `batches`

@@ -104,7 +104,8 @@ int main(void)
               "got: %s", out);
     CHECK_MSG(run("bench --input-only --config net.ini --steps 5 --set data.workers=2") == 0 &&
               ct_contains(out, "\"input_only\": true") && ct_contains(out, "\"workers\": 2") &&
-              ct_contains(out, "\"batches\": 5"), "got: %s", out);
+              ct_contains(out, "\"batches\": 5") && ct_contains(out, "\"images_per_cpu_s\": ") &&
+              ct_contains(out, "\"input_bytes\": 0, \"mb_per_s\": 0.00}"), "got: %s", out);
     CHECK_MSG(run("bench --input-only --config net.ini --steps 5 --set data.pipeline=sync") == 0 &&
               ct_contains(out, "\"pipeline\": \"sync\"") && ct_contains(out, "\"workers\": 0"), "got: %s", out);
     CHECK_MSG(run("train --config net.ini --input-only") == 2 && ct_contains(out, "--input-only does not apply"),

@@ -1007,6 +1007,12 @@ static void test_config_init_and_bench(const ct_dataset *ds, const ct_augment *a
         CHECK_MSG(st == CT_OK, "%s", err.msg);
         CHECK(r.batches == 25 && r.images > 0 && r.images <= 25 * 256 && r.seconds > 0 && r.images_per_s > 0);
         CHECK(r.sync == sync && (sync ? r.workers == 0 && r.prefetch == 1 : r.workers >= 1));
+        /* the process's CPU time: something was spent, and no more than every core for the
+         * whole timed part (plus the tick of slack getrusage may round to) */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        CHECK_MSG(r.cpu_seconds > 0 && r.cpu_seconds <= r.seconds * (double)(cores > 0 ? cores : 1) + 0.02,
+                  "cpu %.4f s over %.4f s", r.cpu_seconds, r.seconds);
+        CHECK(r.input_bytes == 0);   /* held in memory: nothing read */
         printf("input bench (%s): %.0f images/s, %d workers, prefetch %d (not asserted)\n",
                sync ? "sync" : "parallel, auto", r.images_per_s, r.workers, r.prefetch);
     }

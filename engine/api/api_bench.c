@@ -35,6 +35,7 @@ ct_status ct_bench_input(ct_net *net, long warmup, long batches, ct_input_bench_
     *out = (ct_input_bench_result){
         .batches = r.batches, .images = r.images, .images_per_s = r.images_per_s, .seconds = r.seconds,
         .workers = r.workers, .prefetch = r.prefetch, .sync = r.sync,
+        .cpu_seconds = r.cpu_seconds, .input_bytes = r.input_bytes,
     };
     return CT_OK;
 }

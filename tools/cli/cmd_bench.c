@@ -1,7 +1,8 @@
 /* cutrain bench: training images/s and milliseconds per step after warm-up, as one JSON line,
  * for side-by-side tables with the PyTorch peer (tools/device_check.sh); with --input-only, the
- * input pipeline's images/s alone. The line names the precision ([train] precision, or --precision)
- * and, in fp16, the loss scale and the steps skipped for a non-finite gradient. */
+ * input pipeline alone: images/s, images per CPU-second and MB/s read (for tools/image_peers.py's
+ * table). The line names the precision ([train] precision, or --precision) and, in fp16, the loss
+ * scale and the steps skipped for a non-finite gradient. */
 #include <stdio.h>
 
 #include "cli.h"
@@ -35,9 +36,17 @@ static int cmd_bench(const cli_options *opt)
         printf("{\"config\": ");
         json_string(stdout, opt->config);
         printf(", \"input_only\": true, \"pipeline\": \"%s\", \"workers\": %d, \"prefetch\": %d, "
-               "\"batch\": %d, \"batches\": %ld, \"images_per_s\": %.0f, \"seconds\": %.3f}\n",
+               "\"batch\": %d, \"batches\": %ld, \"images_per_s\": %.0f, \"seconds\": %.3f",
                r.sync ? "sync" : "parallel", r.workers, r.prefetch, ct_batch_size(net), r.batches,
                r.images_per_s, r.seconds);
+        /* per CPU-second: what the loader costs, whatever else shares the machine */
+        if (r.cpu_seconds > 0)
+            printf(", \"cpu_seconds\": %.3f, \"images_per_cpu_s\": %.1f", r.cpu_seconds,
+                   (double)r.images / r.cpu_seconds);
+        else
+            printf(", \"cpu_seconds\": null, \"images_per_cpu_s\": null");
+        printf(", \"input_bytes\": %lld, \"mb_per_s\": %.2f}\n", r.input_bytes,
+               r.seconds > 0 ? (double)r.input_bytes / 1e6 / r.seconds : 0.0);
         ct_close(net);
         return CLI_OK;
     }
