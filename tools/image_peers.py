@@ -32,7 +32,7 @@ Examples:
     /usr/bin/python3 tools/image_peers.py --peer torchvision --dir /work/imgsets/imagenet/train --workers 2
     /work/venv-peers/bin/python tools/image_peers.py --peer dali --dir /work/imgsets/imagenet/train --workers 2
     python3 tools/image_peers.py --compare --dir /work/imgsets/imagenet/train \\
-        --cutrain build/cutrain --config models/imagefolder_resnet18.ini
+        --cutrain build/cutrain --config models/imagefolder_input.ini
 """
 import argparse
 import json
@@ -303,7 +303,9 @@ def cutrain_cmd(a, workers):
     cmd = [a.cutrain, "bench", "--input-only", "--config", a.config, "--warmup", str(a.warmup), "--steps",
            str(a.batches), "--batch", str(a.batch), "--set", "data.workers=%d" % workers,
            "--set", "data.train=" + d, "--set", "data.test=" + test, "--set", "data.image_size=%d" % a.size,
-           "--set", "data.augment=random_resized_crop, flip", "--set", "data.cache=none"]
+           "--set", "data.augment=random_resized_crop, flip", "--set", "data.cache=none",
+           # uint8 batches, as the peers deliver them (and as cutrain ships them to a GPU)
+           "--set", "data.augment_on=gpu"]
     return cmd
 
 
@@ -381,7 +383,7 @@ def main():
     ap.add_argument("--workers-list", default="1,2", help="--compare: the worker counts (default 1,2)")
     ap.add_argument("--peers", default=",".join(PEERS), help="--compare: which peers (default all)")
     ap.add_argument("--cutrain", default="build/cutrain", help="--compare: the cutrain command")
-    ap.add_argument("--config", default="models/imagefolder_resnet18.ini",
+    ap.add_argument("--config", default="models/imagefolder_input.ini",
                     help="--compare: the config cutrain opens (data.train, image_size, augment, workers "
                          "and cache are set on its command line)")
     ap.add_argument("--python-torch", default="/usr/bin/python3", help="--compare: Python with torchvision")

@@ -28,6 +28,9 @@ ct_status ct_bench_input(ct_net *net, long warmup, long batches, ct_input_bench_
     ct_train_apply_threads(&net->run);
     ct_pipeline_config pc;   /* training's, ring memory included (pinned on the GPU) */
     ct_run_pipeline_config(&net->run, &pc);
+    /* augment_on = gpu: the uint8 batches a GPU run ships, also where no device would take them
+     * (the CPU backend trains on float32), so that the pipeline is measured as a GPU run feeds it */
+    pc.raw_u8 = net->run.cfg.data.augment_on == CT_AUGMENT_ON_GPU;
     ct_pipeline_bench_result r;
     st = ct_pipeline_bench(&pc, warmup, batches, &r, &net->run.err);
     if (st != CT_OK)
