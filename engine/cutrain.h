@@ -73,6 +73,10 @@ typedef struct ct_epoch_stats {
      * gradient since training began; -1 for both without one (fp32, bf16) */
     double loss_scale;
     long skipped_steps;
+    /* [data] on_bad_image = skip: the epoch's training samples whose file failed to decode and were
+     * replaced by the next file of the index that decodes (ct_bad_image_files names them); 0
+     * otherwise */
+    long bad_images;
     /* What a monitor saw over the epoch's train loop, negative where unknown: the training GPUs'
      * utilization (%, NVML's: the share of time a kernel ran, averaged over ~10 samples a second
      * and the GPUs), the highest memory in use on them (MiB, every process's), their power draw
@@ -336,6 +340,12 @@ const char *ct_backend_note(const ct_net *net);
 /* The batch per step: the config's number, or what batch = max | auto found once prepared (0 before). */
 int ct_batch_size(const ct_net *net);
 long ct_train_images(const ct_net *net);
+/* A training folder's files left out of its index (format = imagefolder): hidden ones (a leading
+ * '.') and those that are not JPEG or PNG by their bytes; 0 for other formats. Either may be NULL. */
+void ct_train_files_skipped(const ct_net *net, long *hidden, long *not_images);
+/* The training files that failed to decode so far under on_bad_image = skip: how many, and the
+ * first `max` of their paths in paths[] (valid while the net lives; paths may be NULL). */
+long ct_bad_image_files(const ct_net *net, const char **paths, long max);
 
 /* ---- the batch: batch = max | auto, and lr_scaling ---- */
 

@@ -805,6 +805,16 @@ long ct_train_images(const ct_net *net)
     return net ? net->run.train.count : 0;
 }
 
+void ct_train_files_skipped(const ct_net *net, long *hidden, long *not_images)
+{
+    ct_dataset_skipped(net ? &net->run.train : NULL, hidden, not_images);
+}
+
+long ct_bad_image_files(const ct_net *net, const char **paths, long max)
+{
+    return net ? ct_dataset_bad_files(&net->run.train, paths, max) : 0;
+}
+
 /* The device and backend a plan is sized with: the training replica's once prepared; before that,
  * those training would choose (the first listed GPU's, for cuDNN's and cuBLASLt's workspaces, else
  * the CPU's), created without the memory policy, which could reserve the GPU. *owned is 1 when

@@ -44,6 +44,7 @@ typedef struct ct_run {
     struct ct_monitor *monitor; /* while training: GPU and CPU use (train/monitor.h) */
     struct ct_event_file *tensorboard; /* the epochs' events, NULL when none */
     double comm_seconds;     /* the all-reduce's time by the clock this epoch, where steps run on the host */
+    long bad_images_before;  /* the pipeline's replaced-sample count when the epoch began */
     struct ct_trace *trace;  /* while a step is traced: its events (train/trace.h) */
 } ct_run;
 

@@ -494,6 +494,9 @@ static ct_status run_epoch(ct_run *run, const ct_callbacks *cb, ct_epoch_stats *
     ct_time_acc split;
     ct_time_acc_open(&split, run->replicas[0].dev);
     run->comm_seconds = 0.0;
+    ct_pipeline_stats ps;
+    ct_pipeline_get_stats(run->pipeline, &ps);
+    run->bad_images_before = ps.bad_images;
     ct_monitor_begin(run->monitor);
 
     /* a checkpoint saved mid-epoch resumes at the batch after it: the order is a function of
@@ -561,6 +564,8 @@ static ct_status run_epoch(ct_run *run, const ct_callbacks *cb, ct_epoch_stats *
         .input_wait_share = train_seconds > 0 ? waited / train_seconds : 0.0,
     };
     ct_pipeline_info(run->pipeline, &es->input_workers, &es->input_prefetch, NULL);
+    ct_pipeline_get_stats(run->pipeline, &ps);
+    es->bad_images = ps.bad_images - run->bad_images_before;
     split.comm = run->comm_seconds;
     split.compute -= split.comm;
     ct_time_split_fill(&split, train_seconds, es->input_workers, es);

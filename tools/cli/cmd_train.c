@@ -45,11 +45,28 @@ static int after_step(ct_net *net, long steps_done, void *user)
     return run->failed;
 }
 
+/* on_bad_image = skip: which files were replaced, so that the user can mend or remove them. */
+static void print_bad_images(const ct_net *net)
+{
+    enum { SHOWN = 5 };
+    const char *paths[SHOWN];
+    long n = ct_bad_image_files(net, paths, SHOWN);
+    fprintf(stderr, "cutrain: note: %ld training file%s could not be decoded and %s replaced (on_bad_image = skip):",
+            n, n == 1 ? "" : "s", n == 1 ? "was" : "were");
+    for (long i = 0; i < n && i < SHOWN; i++)
+        fprintf(stderr, "%s %s", i ? "," : "", paths[i]);
+    if (n > SHOWN)
+        fprintf(stderr, " and %ld more", n - SHOWN);
+    fprintf(stderr, "\n");
+}
+
 /* The network is consistent at an epoch's end, so the epoch's checkpoint is saved here. */
 static int on_epoch(const ct_epoch_stats *s, void *user)
 {
     train_run *run = user;
     cli_on_epoch(s, &run->progress);
+    if (s->bad_images > 0)
+        print_bad_images(run->net);
     if (run->opt->checkpoint_dir)
         run->failed = cli_checkpoint_save(run->net, run->opt->checkpoint_dir, run->keep, s->test_accuracy, &run->best);
     return run->failed;
@@ -137,6 +154,11 @@ static int cmd_train(const cli_options *opt)
             launch.warn)
             printf("cutrain: warning: %s\n", launch.message);
         printf("cutrain: %s: %ld training images, batch %d\n", opt->config, ct_train_images(net), ct_batch_size(net));
+        long hidden = 0, not_images = 0;
+        ct_train_files_skipped(net, &hidden, &not_images);
+        if (hidden + not_images > 0)
+            printf("cutrain: the training folder's index leaves out %ld hidden file%s and %ld that %s not JPEG or PNG\n",
+                   hidden, hidden == 1 ? "" : "s", not_images, not_images == 1 ? "is" : "are");
         fflush(stdout);
     }
     ct_callbacks cb = {.on_epoch = on_epoch, .on_step = run.progress.tty ? cli_on_step : NULL, .step_every = 10,
