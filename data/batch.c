@@ -148,11 +148,11 @@ void ct_make_batch_u8(const ct_dataset *ds, const long *indices, int n, uint8_t 
  * which the normalisation then reads front to back, each byte before its float overwrites it. */
 static ct_status decode_normalise(const ct_dataset *ds, ct_sample_reader *rd, long k, int i, int augmenting,
                                   uint64_t augment_seed, const float *norm_scale, const float *norm_bias, float *x,
-                                  ct_err *err)
+                                  int32_t *y, ct_err *err)
 {
     size_t size = ct_shape_size(ds->shape);
     uint8_t *u8 = (uint8_t *)(x + size) - size;
-    ct_status st = rd->def->read(ds, rd, k, i, augmenting, augment_seed, u8, err);
+    ct_status st = rd->def->read(ds, rd, k, i, augmenting, augment_seed, u8, y, err);
     if (st != CT_OK)
         return st;
     int c = ds->shape.c;
@@ -181,9 +181,9 @@ ct_status ct_read_sample(const ct_dataset *ds, ct_sample_reader *rd, long index,
     ct_status st = need_reader(ds, rd, err);
     float norm_scale[CT_MAX_CHANNELS], norm_bias[CT_MAX_CHANNELS];
     ct_augment_fold(aug, norm_scale, norm_bias);
+    *y = 0;
     if (st == CT_OK)
-        st = decode_normalise(ds, rd, index, i, augmenting, augment_seed, norm_scale, norm_bias, x, err);
-    *y = ds->labels ? ds->labels[index] : 0;
+        st = decode_normalise(ds, rd, index, i, augmenting, augment_seed, norm_scale, norm_bias, x, y, err);
     return st;
 }
 
@@ -200,11 +200,9 @@ ct_status ct_read_batch_serial(const ct_dataset *ds, ct_sample_reader *rd, const
     ct_status st = need_reader(ds, rd, err);
     float norm_scale[CT_MAX_CHANNELS], norm_bias[CT_MAX_CHANNELS];
     ct_augment_fold(aug, norm_scale, norm_bias);
-    for (int i = 0; i < n && st == CT_OK; i++) {
+    for (int i = 0; i < n && st == CT_OK; i++)
         st = decode_normalise(ds, rd, indices[i], i, augmenting, augment_seed, norm_scale, norm_bias,
-                              x + (size_t)i * size, err);
-        y[i] = ds->labels ? ds->labels[indices[i]] : 0;
-    }
+                              x + (size_t)i * size, y + i, err);
     return st;
 }
 
@@ -229,10 +227,10 @@ ct_status ct_read_batch(const ct_dataset *ds, const long *indices, int n, const 
         ct_status st = ct_sample_reader_new(ds, &rd, &e);
         #pragma omp for schedule(static)
         for (int i = 0; i < n; i++) {
+            y[i] = 0;
             if (st == CT_OK)
                 st = decode_normalise(ds, rd, indices[i], i, augmenting, augment_seed, norm_scale, norm_bias,
-                                      x + (size_t)i * size, &e);
-            y[i] = ds->labels ? ds->labels[indices[i]] : 0;
+                                      x + (size_t)i * size, y + i, &e);
         }
         ct_sample_reader_free(rd);
         #pragma omp critical(ct_read_batch_err)
@@ -252,9 +250,9 @@ ct_status ct_read_sample_u8(const ct_dataset *ds, ct_sample_reader *rd, long ind
         return CT_OK;
     }
     ct_status st = need_reader(ds, rd, err);
+    *y = 0;
     if (st == CT_OK)
-        st = rd->def->read(ds, rd, index, i, augmenting, augment_seed, x, err);
-    *y = ds->labels ? ds->labels[index] : 0;
+        st = rd->def->read(ds, rd, index, i, augmenting, augment_seed, x, y, err);
     return st;
 }
 

@@ -65,13 +65,14 @@ typedef struct ct_data_format_def {
      * reading state (reader_new, made by each worker when it starts; reader_free), and the
      * decode of sample `index` of a set it opened at position i of a batch into x: (h, w, c)
      * uint8, a slot of the batch being made. augmenting: draw the crop and flip from
-     * (augment_seed, i, the image's size); otherwise the evaluation transform. Counts what it
-     * reads into rd->input_bytes and replaced samples into rd->bad_images. */
+     * (augment_seed, i, the image's size); otherwise the evaluation transform. *y: the label of
+     * what it wrote (a replaced sample's is its replacement's; 0 for a set without labels).
+     * Counts what it reads into rd->input_bytes and replaced samples into rd->bad_images. */
     void (*source_free)(void *source);   /* ds->source, at ct_dataset_free */
     ct_status (*reader_new)(const ct_dataset *ds, void **state, ct_err *err);
     void (*reader_free)(void *state);
     ct_status (*read)(const ct_dataset *ds, ct_sample_reader *rd, long index, int i, int augmenting,
-                      uint64_t augment_seed, uint8_t *x, ct_err *err);
+                      uint64_t augment_seed, uint8_t *x, int32_t *y, ct_err *err);
 } ct_data_format_def;
 
 /* What a reader is (dataset.h): the format's state and the figures every format keeps. */

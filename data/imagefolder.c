@@ -203,7 +203,7 @@ static ct_status decode_entry(const ct_dataset *ds, folder_reader *r, ct_sample_
 /* on_bad_image = skip: a file that fails is replaced by the next entry of the index (wrapping)
  * that decodes, a choice that depends on the files alone, so batches stay deterministic. */
 static ct_status read_sample(const ct_dataset *ds, ct_sample_reader *rd, long index, int i, int augmenting,
-                             uint64_t seed, uint8_t *x, ct_err *err)
+                             uint64_t seed, uint8_t *x, int32_t *y, ct_err *err)
 {
     folder_source *s = ds->source;
     folder_reader *r = rd->state;
@@ -215,6 +215,7 @@ static ct_status read_sample(const ct_dataset *ds, ct_sample_reader *rd, long in
         if (st == CT_OK) {
             if (t > 0)
                 rd->bad_images++;
+            *y = ds->labels ? ds->labels[k] : 0;   /* the label of the file decoded */
             return CT_OK;
         }
         if (s->on_bad != CT_BAD_IMAGE_SKIP || st == CT_ERR_NOMEM)

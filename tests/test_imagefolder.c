@@ -477,6 +477,26 @@ static void test_bad(fixture *fx)
     free(again);
     free(out);
     ct_dataset_free(&tr);
+    /* a replaced sample carries its replacement's label: a bad file last in apple is replaced by
+     * mango's first file, and labelled mango */
+    snprintf(bad, sizeof bad, "%s/apple/zzzzz_cut.png", train);
+    b = enc_png(fx->px, 28, 28, PNG_COLOR_TYPE_GRAY, 8, 0, NULL, 0, NULL);
+    write_file(bad, b.p, b.n / 2);
+    free(b.p);
+    CHECK(ct_data_load(&dc, 1, &tr, &te, &err) == CT_OK);
+    long at = -1;
+    for (long k = 0; k < tr.count; k++)
+        if (strcmp(ct_dataset_sample_path(&tr, k), bad) == 0)
+            at = k;
+    CHECK(at >= 0 && at + 1 < tr.count && tr.labels[at] == 1 && tr.labels[at + 1] == 2);
+    ct_sample_reader *rd = NULL;
+    uint8_t x[784];
+    int32_t y = -1;
+    CHECK(ct_sample_reader_new(&tr, &rd, &err) == CT_OK);
+    CHECK(at >= 0 && ct_read_sample_u8(&tr, rd, at, 0, 0, 0, x, &y, &err) == CT_OK);
+    CHECK_MSG(y == 2, "the replaced sample is labelled %d, not its replacement's 2", (int)y);
+    ct_sample_reader_free(rd);
+    ct_dataset_free(&tr);
 }
 
 /* ct_image_files_open: files and folders in the order given, unlabelled, the evaluation size. */
