@@ -25,13 +25,13 @@ images per CPU-second and the ratio cutrain / peer of the medians.
 
 Install (outside the repository; Debian 12, Python 3.11):
     apt-get install python3-pil python3-torchvision      # torchvision runs with /usr/bin/python3
-    python3 -m venv /work/venv-peers
-    /work/venv-peers/bin/pip install tensorflow-cpu nvidia-dali-cuda130 pillow
+    python3 -m venv ~/venv-peers
+    ~/venv-peers/bin/pip install tensorflow-cpu nvidia-dali-cuda130 pillow
                                                          # dali, tfdata, keras run with that venv
 Examples:
-    /usr/bin/python3 tools/image_peers.py --peer torchvision --dir /work/imgsets/imagenet/train --workers 2
-    /work/venv-peers/bin/python tools/image_peers.py --peer dali --dir /work/imgsets/imagenet/train --workers 2
-    python3 tools/image_peers.py --compare --dir /work/imgsets/imagenet/train \\
+    /usr/bin/python3 tools/image_peers.py --peer torchvision --dir imgsets/imagenet/train --workers 2
+    ~/venv-peers/bin/python tools/image_peers.py --peer dali --dir imgsets/imagenet/train --workers 2
+    python3 tools/image_peers.py --compare --dir imgsets/imagenet/train \\
         --cutrain build/cutrain --config models/imagefolder_input.ini
 """
 import argparse
@@ -310,7 +310,7 @@ def cutrain_cmd(a, workers):
 
 
 def peer_cmd(a, peer, workers):
-    python = a.python_torch if peer == "torchvision" else a.python_venv
+    python = a.python_torch if peer == "torchvision" else os.path.expanduser(a.python_venv)
     return [python, os.path.abspath(__file__), "--peer", peer, "--dir", a.dir, "--workers", str(workers),
             "--batch", str(a.batch), "--batches", str(a.batches), "--warmup", str(a.warmup),
             "--size", str(a.size), "--seed", str(a.seed)]
@@ -387,7 +387,7 @@ def main():
                     help="--compare: the config cutrain opens (data.train, image_size, augment, workers "
                          "and cache are set on its command line)")
     ap.add_argument("--python-torch", default="/usr/bin/python3", help="--compare: Python with torchvision")
-    ap.add_argument("--python-venv", default="/work/venv-peers/bin/python",
+    ap.add_argument("--python-venv", default="~/venv-peers/bin/python",
                     help="--compare: Python with tensorflow and DALI")
     ap.add_argument("--json-out", help="--compare: also write every run's line here")
     a = ap.parse_args()

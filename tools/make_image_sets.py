@@ -21,7 +21,7 @@ photographs, so each image gets Gaussian grain (as a camera sensor's) whose stre
 per class so that the set's files land at the aimed size: the decoder then does the work a real
 photograph of that size costs. The output is deterministic for a given --seed and Pillow version.
 
-    tools/make_image_sets.py --out /work/imgsets [--count 2000] [--phone-count 300] [--seed 1]
+    tools/make_image_sets.py --out imgsets [--count 2000] [--phone-count 300] [--seed 1]
                              [--sets imagenet,web,phone] [--src DIR]
 """
 import argparse
