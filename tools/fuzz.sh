@@ -53,8 +53,8 @@ cflags=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefin
 # hold their keys, and the table of formats names every format's record) joins the targets without
 # editing these lists. The data code's OpenMP pragmas are ignored without -fopenmp: the readers are
 # serial anyway.
-data_srcs=(data/*.c engine/base/rng.c engine/base/status.c)
-config_srcs=(engine/config/*.c engine/graph/layers/*.c data/*.c engine/base/status.c engine/base/types.c
+data_srcs=(data/*.c engine/base/rng.c engine/base/status.c engine/base/file.c)
+config_srcs=(engine/config/*.c engine/graph/layers/*.c data/*.c engine/base/status.c engine/base/types.c engine/base/file.c
              engine/base/rng.c)
 
 targets=(config idx cifar image)
