@@ -40,6 +40,7 @@ typedef struct folder_source {
     ct_bad_image_action on_bad;
     ct_image_cache cache;
     long max_pixels;
+    ct_decode_shortcuts shortcuts;
     unsigned char *bad;   /* per entry: found bad (on_bad_image = skip); written by workers */
 } folder_source;
 
@@ -121,7 +122,10 @@ static ct_status reader_new(const ct_dataset *ds, void **state, ct_err *err)
     folder_reader *r = calloc(1, sizeof *r);
     if (!r)
         return ct_fail(err, CT_ERR_NOMEM, "out of memory for an image reader");
-    ct_image_decode_options opt = {.region = 1, .dct_scale = 1, .max_pixels = s->max_pixels};
+    ct_image_decode_options opt = {
+        .region = s->shortcuts == CT_DECODE_SHORTCUTS_ALL || s->shortcuts == CT_DECODE_SHORTCUTS_REGION,
+        .dct_scale = s->shortcuts == CT_DECODE_SHORTCUTS_ALL || s->shortcuts == CT_DECODE_SHORTCUTS_DCT_SCALE,
+        .max_pixels = s->max_pixels};
     ct_status st = ct_image_decoder_new(&r->dec, &opt, err);
     if (st != CT_OK) {
         free(r);
@@ -292,6 +296,7 @@ static ct_status new_source(const ct_data_settings *dc, folder_source **out, ct_
     s->on_bad = dc->on_bad_image;
     s->cache = dc->cache;
     s->max_pixels = dc->max_pixels;
+    s->shortcuts = dc->decode_shortcuts;
     *out = s;
     return CT_OK;
 }
@@ -643,6 +648,7 @@ void ct_dataset_prefetch_hint(const ct_dataset *ds, long index)
 
 static const char *const bad_image_names[] = {"error", "skip", NULL};
 static const char *const cache_names[] = {"none", "bytes", NULL};
+static const char *const shortcut_names[] = {"all", "region", "dct_scale", "none", NULL};
 
 #define D(f) offsetof(ct_data_settings, f)
 static const ct_data_key imagefolder_keys[] = {
@@ -669,6 +675,8 @@ static const ct_data_key imagefolder_keys[] = {
     {.name = "cache", .kind = CT_DATA_KEY_ENUM, .offset = D(cache), .def = "none", .names = cache_names},
     {.name = "max_pixels", .kind = CT_DATA_KEY_LONG, .offset = D(max_pixels), .def = "178956970",
      .flags = CT_DATA_KEY_HAS_MIN, .min = 0},
+    {.name = "decode_shortcuts", .kind = CT_DATA_KEY_ENUM, .offset = D(decode_shortcuts), .def = "all",
+     .names = shortcut_names},
 };
 #undef D
 

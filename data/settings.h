@@ -30,6 +30,15 @@ typedef enum ct_image_cache {
     CT_IMAGE_CACHE_BYTES     /* every file is read into memory at open */
 } ct_image_cache;
 
+/* [data] decode_shortcuts (format = imagefolder): which of the JPEG decoder's savings run, all by
+ * default; the others are for measuring what each saves (data/image_decode.h). */
+typedef enum ct_decode_shortcuts {
+    CT_DECODE_SHORTCUTS_ALL,        /* region decoding and DCT scaling */
+    CT_DECODE_SHORTCUTS_REGION,     /* only the region: rows skipped, columns cropped, stop below */
+    CT_DECODE_SHORTCUTS_DCT_SCALE,  /* only the DCT scaling, of the whole image */
+    CT_DECODE_SHORTCUTS_NONE        /* the whole image at full size, then the region taken */
+} ct_decode_shortcuts;
+
 /* [data] pipeline: how batches are made. */
 typedef enum ct_pipeline_mode {
     CT_PIPELINE_PARALLEL,    /* worker threads and a prefetch ring */
@@ -71,6 +80,7 @@ typedef struct ct_data_settings {
     ct_bad_image_action on_bad_image;
     ct_image_cache cache;
     long max_pixels;         /* a file of more pixels is refused (0: no limit) */
+    ct_decode_shortcuts decode_shortcuts;   /* which of the JPEG decoder's shortcuts run */
     int line;                /* line of [data], for messages */
 } ct_data_settings;
 
