@@ -73,7 +73,8 @@ static ct_status list_folder(const char *path, char ***out, int *n_out, long *hi
         free(names);
         return st;
     }
-    qsort(names, (size_t)n, sizeof *names, by_bytes);
+    if (n > 1)   /* names is NULL for an empty folder, which qsort may not take */
+        qsort(names, (size_t)n, sizeof *names, by_bytes);
     *out = names;
     *n_out = n;
     return CT_OK;

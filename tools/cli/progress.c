@@ -103,12 +103,12 @@ int cli_on_epoch(const ct_epoch_stats *s, void *user)
                 "\"test_loss\": %s, \"test_accuracy\": %s, \"images_per_s\": %.1f, "
                 "\"seconds\": %.3f, \"learning_rate\": %.8g, \"input_wait_share\": %.4f, "
                 "\"input_verdict\": \"%s\", \"input_workers\": %d, \"input_prefetch\": %d, "
-                "\"precision\": \"%s\", \"loss_scale\": %s, \"skipped_steps\": %s, \"batch\": %d, "
-                "\"bad_images\": %ld",
+                "\"precision\": \"%s\", \"loss_scale\": %s, \"skipped_steps\": %s, \"bad_images\": %ld, "
+                "\"batch\": %d",
                 s->epoch, s->epochs, s->step, s->loss, s->train_accuracy, test_loss, test_acc,
                 s->images_per_s, s->seconds, s->learning_rate, s->input_wait_share,
                 ct_input_verdict(s->input_wait_share), s->input_workers, s->input_prefetch,
-                s->precision ? s->precision : "fp32", loss_scale, skipped, pr->batch, s->bad_images);
+                s->precision ? s->precision : "fp32", loss_scale, skipped, s->bad_images, pr->batch);
         if (pr->search && pr->search->n_trials) {
             /* the search, once: what was tried; images_per_s null where nothing was measured */
             fprintf(pr->log, ", \"batch_search\": [");
