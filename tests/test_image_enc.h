@@ -20,7 +20,7 @@ typedef struct enc_buf {
 } enc_buf;
 
 /* Loads `count` Fashion-MNIST test images (count, 28, 28) into fresh memory; NULL when absent. */
-static uint8_t *enc_fmnist(long count)
+static inline uint8_t *enc_fmnist(long count)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/t10k-images-idx3-ubyte.gz", ct_fmnist_dir());
@@ -38,7 +38,7 @@ static uint8_t *enc_fmnist(long count)
 }
 
 /* A cols x rows mosaic of 28x28 images starting at image `first`: (rows*28, cols*28) uint8. */
-static void enc_tile(const uint8_t *images, int first, int cols, int rows, uint8_t *out)
+static inline void enc_tile(const uint8_t *images, int first, int cols, int rows, uint8_t *out)
 {
     int w = cols * 28;
     for (int t = 0; t < cols * rows; t++)
@@ -49,7 +49,7 @@ static void enc_tile(const uint8_t *images, int first, int cols, int rows, uint8
 
 /* kind: 0 baseline 4:4:4, 1 progressive 4:4:4, 2 baseline 4:2:0, 3 progressive 4:2:0; px: (h, w, comps) in in_cs
  * (JCS_GRAYSCALE, JCS_RGB, JCS_CMYK); jpeg_cs: the colour space stored (JCS_YCCK for YCCK). */
-static enc_buf enc_jpeg(const uint8_t *px, int w, int h, int comps, J_COLOR_SPACE in_cs, J_COLOR_SPACE jpeg_cs,
+static inline enc_buf enc_jpeg(const uint8_t *px, int w, int h, int comps, J_COLOR_SPACE in_cs, J_COLOR_SPACE jpeg_cs,
                         int kind, int quality)
 {
     struct jpeg_compress_struct c;
@@ -84,7 +84,7 @@ static enc_buf enc_jpeg(const uint8_t *px, int w, int h, int comps, J_COLOR_SPAC
     return b;
 }
 
-static void enc_png_write(png_structp png, png_bytep data, size_t n)
+static inline void enc_png_write(png_structp png, png_bytep data, size_t n)
 {
     enc_buf *b = png_get_io_ptr(png);
     if (b->n + n > b->cap) {
@@ -95,11 +95,11 @@ static void enc_png_write(png_structp png, png_bytep data, size_t n)
     b->n += n;
 }
 
-static void enc_png_flush(png_structp png) { (void)png; }
+static inline void enc_png_flush(png_structp png) { (void)png; }
 
 /* px: (h, w) rows of png_get_rowbytes bytes as libpng takes them for (type, depth); palette and
  * trns (npal entries) for PNG_COLOR_TYPE_PALETTE. */
-static enc_buf enc_png(const uint8_t *px, int w, int h, int type, int depth, int interlace, const png_color *palette,
+static inline enc_buf enc_png(const uint8_t *px, int w, int h, int type, int depth, int interlace, const png_color *palette,
                        int npal, const uint8_t *trns)
 {
     enc_buf b = {NULL, 0, 0};
