@@ -52,6 +52,14 @@ typedef struct folder_reader {
 
 /* ---- the crop ---- */
 
+/* A w x h region (each clamped to 1 .. the image's side) in the centre of a width x height image. */
+static ct_image_region centred_region(int width, int height, int w, int h)
+{
+    w = w < 1 ? 1 : w > width ? width : w;
+    h = h < 1 ? 1 : h > height ? height : h;
+    return (ct_image_region){(width - w) / 2, (height - h) / 2, w, h, 0};
+}
+
 /* The region random_resized_crop takes of a width x height image for sample i of the batch. */
 static ct_image_region random_region(const folder_source *s, uint64_t seed, int i, int width, int height)
 {
@@ -75,15 +83,7 @@ static ct_image_region random_region(const folder_source *s, uint64_t seed, int 
         h = (int)lround(w / (double)s->ratio[0]);
     else if (in_ratio > s->ratio[1])
         w = (int)lround(h * (double)s->ratio[1]);
-    if (h < 1)
-        h = 1;
-    if (w < 1)
-        w = 1;
-    if (h > height)
-        h = height;
-    if (w > width)
-        w = width;
-    return (ct_image_region){(width - w) / 2, (height - h) / 2, w, h, 0};
+    return centred_region(width, height, w, h);
 }
 
 /* The evaluation region: the shorter side resized to eval_resize, then the centre out_w x out_h,
@@ -92,16 +92,7 @@ static ct_image_region eval_region(const folder_source *s, int width, int height
 {
     double shorter = width < height ? width : height;
     double f = shorter / (double)s->eval_resize;   /* source pixels per resized pixel */
-    int w = (int)lround(s->out_w * f), h = (int)lround(s->out_h * f);
-    if (w < 1)
-        w = 1;
-    if (h < 1)
-        h = 1;
-    if (w > width)
-        w = width;
-    if (h > height)
-        h = height;
-    return (ct_image_region){(width - w) / 2, (height - h) / 2, w, h, 0};
+    return centred_region(width, height, (int)lround(s->out_w * f), (int)lround(s->out_h * f));
 }
 
 ct_image_region ct_imagefolder_region(const ct_dataset *ds, int augmenting, uint64_t seed, int i, int width,
