@@ -2,7 +2,7 @@
 # Checks cutrain's own nvJPEG declarations (engine/base/nvjpeg_api.h, what the CUDA backend loads
 # with dlopen) against the real nvjpeg.h: downloads PyPI's nvidia-nvjpeg wheel (and, where no CUDA
 # toolkit provides cuda_runtime_api.h, nvidia-cuda-runtime's headers), then compiles
-# tools/check_nvjpeg_api.c, whose static assertions name any prototype, value or layout that
+# tests/nvjpeg/check_nvjpeg_api.c, whose static assertions name any prototype, value or layout that
 # differs. Exits non-zero on a mismatch or when the headers cannot be had. CI runs it.
 #
 # Usage: tools/check_nvjpeg_api.sh [NVJPEG_INCLUDE_DIR]
@@ -39,5 +39,5 @@ fi
 
 version="$(sed -n 's/^#define NVJPEG_VER_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$inc/nvjpeg.h" | paste -sd.)"
 "${CC:-cc}" -std=c11 -Wall -Wextra -Werror -fsyntax-only -I"$inc" -I"$cuda_inc" -I"$root/engine" \
-    "$root/tools/check_nvjpeg_api.c"
+    "$root/tests/nvjpeg/check_nvjpeg_api.c"
 echo "check_nvjpeg_api: engine/base/nvjpeg_api.h matches nvjpeg.h $version ($inc)"

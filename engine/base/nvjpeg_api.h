@@ -1,7 +1,7 @@
 /* nvJPEG, loaded at run time with dlopen (nvjpeg_load.c) so that cutrain neither builds nor links
  * against it: the few types and calls the CUDA backend's image decoder uses, declared here from
- * nvJPEG's documented C API. tools/check_nvjpeg_api.sh compiles tools/check_nvjpeg_api.c against
- * the real nvjpeg.h (PyPI's nvidia-nvjpeg wheel) and fails on any difference, in CI.
+ * nvJPEG's documented C API. tools/check_nvjpeg_api.sh compiles tests/nvjpeg/check_nvjpeg_api.c
+ * against the real nvjpeg.h (PyPI's nvidia-nvjpeg wheel) and fails on any difference, in CI.
  *
  * How the declarations are written, so that the check can be exact:
  *   - nvJPEG's enums travel as their compatible integer type, unsigned int for those without a
