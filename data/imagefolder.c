@@ -11,7 +11,9 @@
  *                 the crop's draws: ct_rng seeded with ct_hash3(augment_seed, i, 1)
  *             so a batch is the same for any number of workers, in sync mode and on resume;
  *   otherwise the shorter side resized to eval_resize and the centre image_size of it, expressed
- *             as the region of the original image it covers, so the decoder decodes only that. */
+ *             as the region of the original image it covers, so the decoder decodes only that.
+ * With decode = gpu (read_encoded) the region and flip are drawn the same way, but a JPEG the device
+ * decoder takes is handed over compressed with them instead of being decoded (data/encoded.h). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>

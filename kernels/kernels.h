@@ -275,6 +275,10 @@ int ct_launch_augment_u8(const unsigned char *src, float *dst, int n, int h, int
 int ct_launch_resize_region_u8(const unsigned char *src, int src_w, int src_h, size_t src_pitch, int c, int rx,
                                int ry, int rw, int rh, int flip, unsigned char *dst, int out_w, int out_h,
                                void *stream);
+/* The kernel's arithmetic run on the host, pixel for pixel the same bytes (host memory; no GPU
+ * needed): what tests check the kernel's geometry with on a machine without one. */
+int ct_resize_region_u8_host(const unsigned char *src, int src_w, int src_h, size_t src_pitch, int c, int rx, int ry,
+                             int rw, int rh, int flip, unsigned char *dst, int out_w, int out_h);
 
 /* ---- loss (kernels/loss.cu) ---- */
 

@@ -77,7 +77,8 @@ static int batch_fits(const ct_input_batch *b, const ct_tensor *x, const ct_tens
 {
     return b->n >= 0 && b->n <= x->n && (size_t)b->n <= labels->count && x->dtype == CT_DTYPE_F32 &&
            labels->dtype == CT_DTYPE_I32 && ct_shape_size(b->shape) == ct_shape_size(x->shape) &&
-           (b->x || (b->x_u8 && b->aug)) && (!b->encoded || b->x_u8);
+           (b->x || (b->x_u8 && b->aug)) &&
+           (!b->encoded || (b->x_u8 && b->first_sample >= 0 && b->first_sample + b->n <= b->encoded->n));
 }
 
 /* decode = gpu: the samples the workers decoded, copied in runs of neighbours (those the device
