@@ -69,12 +69,18 @@ ct_status ct_cuda_image_decoder(ct_backend *be, char *info, size_t n, ct_err *er
 {
     ct_cuda *cu = ct_cuda_of(be);
     if (!cu->jpeg) {
+        /* nvJPEG's handle and the stream belong to the current device: this backend's, for the
+         * call; the caller's is restored after */
+        int prev = 0;
+        CT_CUDA_CHECK(cudaGetDevice(&prev), err);
         CT_CUDA_CHECK(cudaSetDevice(be->dev->ordinal), err);
         ct_status st = jpeg_open(cu, err);
         if (st != CT_OK) {
             ct_cuda_jpeg_free(cu);
+            (void)cudaSetDevice(prev);   /* the failure above is the one to report */
             return st;
         }
+        CT_CUDA_CHECK(cudaSetDevice(prev), err);
     }
     ct_cuda_jpeg *j = cu->jpeg;
     char hw[96];
