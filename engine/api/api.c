@@ -635,14 +635,14 @@ static ct_status choose_decoder(ct_net *net, ct_pipeline_config *pc)
     ct_err e;
     ct_err_clear(&e);
     char why[sizeof e.msg] = "", info[256] = "";
-    if (!pc->raw_u8)
-        snprintf(why, sizeof why, "the images are normalised by the workers here (augment_on = %s on %s)",
-                 dc->augment_on == CT_AUGMENT_ON_GPU ? "gpu" : "cpu", net->run.replicas[0].be->ops->name);
+    for (int i = 0; i < net->run.n_replicas && !why[0]; i++)
+        if (!net->run.replicas[i].be->ops->image_decoder)
+            snprintf(why, sizeof why, "the %s backend has no image decoder", net->run.replicas[i].be->ops->name);
+    if (!why[0] && !pc->raw_u8)
+        snprintf(why, sizeof why, "augment_on = cpu: the workers normalise the images, so they decode them too");
     for (int i = 0; i < net->run.n_replicas && !why[0]; i++) {
         ct_backend *be = net->run.replicas[i].be;
-        if (!be->ops->image_decoder)
-            snprintf(why, sizeof why, "the %s backend has no image decoder", be->ops->name);
-        else if (be->ops->image_decoder(be, info, sizeof info, &e) != CT_OK)
+        if (be->ops->image_decoder(be, info, sizeof info, &e) != CT_OK)
             snprintf(why, sizeof why, "%s", e.msg);
     }
     if (why[0] && gpu)
