@@ -8,6 +8,8 @@
 # Usage: tools/check_nvjpeg_api.sh [NVJPEG_INCLUDE_DIR]
 #   NVJPEG_INCLUDE_DIR: a folder holding nvjpeg.h (skips the download)
 #   PIP: the pip to download with (default: python3 -m pip); CC: the C compiler (default: cc)
+#   LIB_OUT: a folder to copy the wheel's libnvjpeg.so.13 into (for test_image_encoded's load of
+#            the real library, CT_NVJPEG_TEST_LIBRARY); only when the wheel was downloaded
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
@@ -40,4 +42,8 @@ fi
 version="$(sed -n 's/^#define NVJPEG_VER_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$inc/nvjpeg.h" | paste -sd.)"
 "${CC:-cc}" -std=c11 -Wall -Wextra -Werror -fsyntax-only -I"$inc" -I"$cuda_inc" -I"$root/engine" \
     "$root/tests/nvjpeg/check_nvjpeg_api.c"
+if [ -n "${LIB_OUT:-}" ] && [ -d "$work/nvidia-nvjpeg" ]; then
+    mkdir -p "$LIB_OUT"
+    cp "$(find "$work/nvidia-nvjpeg" -name libnvjpeg.so.13 | head -n 1)" "$LIB_OUT/"
+fi
 echo "check_nvjpeg_api: engine/base/nvjpeg_api.h matches nvjpeg.h $version ($inc)"
