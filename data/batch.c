@@ -267,6 +267,31 @@ ct_status ct_read_batch_u8(const ct_dataset *ds, ct_sample_reader *rd, const lon
     return st;
 }
 
+int ct_dataset_can_encode(const ct_dataset *ds)
+{
+    const ct_data_format_def *def = ds && on_demand(ds) ? ct_data_format_of(ds->format) : NULL;
+    return def && def->read_encoded;
+}
+
+// x: (n, h, w, c) uint8 (the samples decoded on the CPU); y: (n) int32
+ct_status ct_read_batch_encoded(const ct_dataset *ds, ct_sample_reader *rd, const long *indices, int n,
+                                int augmenting, uint64_t augment_seed, uint8_t *x, int32_t *y, ct_encoded_batch *enc,
+                                ct_err *err)
+{
+    if (!ct_dataset_can_encode(ds))
+        return ct_fail(err, CT_ERR_USAGE, "this set's format cannot leave images compressed for a device decoder");
+    ct_status st = need_reader(ds, rd, err);
+    if (st == CT_OK)
+        st = ct_encoded_batch_reset(enc, n, err);
+    size_t size = ct_shape_size(ds->shape);
+    for (int i = 0; i < n && st == CT_OK; i++) {
+        y[i] = 0;
+        st = rd->def->read_encoded(ds, rd, indices[i], i, augmenting, augment_seed, x + (size_t)i * size, y + i, enc,
+                                   err);
+    }
+    return st;
+}
+
 ct_status ct_dataset_read_sample_u8(const ct_dataset *ds, long index, uint8_t *x, ct_err *err)
 {
     if (index < 0 || index >= ds->count)

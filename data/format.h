@@ -10,6 +10,7 @@
 #define CT_DATA_FORMAT_H
 
 #include "data/dataset.h"
+#include "data/encoded.h"
 
 /* The kinds of value a format's key may take; the config reader parses each. */
 typedef enum ct_data_key_kind {
@@ -73,6 +74,13 @@ typedef struct ct_data_format_def {
     void (*reader_free)(void *state);
     ct_status (*read)(const ct_dataset *ds, ct_sample_reader *rd, long index, int i, int augmenting,
                       uint64_t augment_seed, uint8_t *x, int32_t *y, ct_err *err);
+    /* Formats whose files a device decoder can take ([data] decode = gpu; NULL for the others):
+     * as read, except that a file the device decoder takes (a baseline JPEG of 1 or 3 components)
+     * is not decoded: its bytes, source region and flip (drawn exactly as read draws them) go into
+     * enc as sample i (data/encoded.h), and x is left alone. Other files are decoded into x as read
+     * does. enc has been reset for the batch by the caller. */
+    ct_status (*read_encoded)(const ct_dataset *ds, ct_sample_reader *rd, long index, int i, int augmenting,
+                              uint64_t augment_seed, uint8_t *x, int32_t *y, ct_encoded_batch *enc, ct_err *err);
 } ct_data_format_def;
 
 /* What a reader is (dataset.h): the format's state and the figures every format keeps. */

@@ -11,7 +11,9 @@
  *                 the crop's draws: ct_rng seeded with ct_hash3(augment_seed, i, 1)
  *             so a batch is the same for any number of workers, in sync mode and on resume;
  *   otherwise the shorter side resized to eval_resize and the centre image_size of it, expressed
- *             as the region of the original image it covers, so the decoder decodes only that. */
+ *             as the region of the original image it covers, so the decoder decodes only that.
+ * With decode = gpu (read_encoded) the region and flip are drawn the same way, but a JPEG the device
+ * decoder takes is handed over compressed with them instead of being decoded (data/encoded.h). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -178,9 +180,20 @@ static ct_status file_bytes(const ct_image_entry *e, folder_reader *r, ct_sample
     return CT_OK;
 }
 
-// x: (out_h, out_w, channels) uint8
-static ct_status decode_entry(const ct_dataset *ds, folder_reader *r, ct_sample_reader *rd, long k, int i,
-                              int augmenting, uint64_t seed, uint8_t *x, ct_err *err)
+/* Whether a device decoder ([data] decode = gpu) takes the file: a baseline JPEG of one or three
+ * components within max_pixels. Progressive and CMYK/YCCK JPEGs, and PNGs, are decoded by the
+ * worker (nvJPEG's default backend handles neither four components nor, on its hardware engine,
+ * progressive scans; the CPU decoder's max_pixels refusal then gives its usual message). */
+static int device_takes(const folder_source *s, const ct_image_info *info)
+{
+    return info->kind == CT_IMAGE_JPEG && !info->progressive && (info->channels == 1 || info->channels == 3) &&
+           (s->max_pixels == 0 || (long long)info->width * info->height <= s->max_pixels);
+}
+
+/* Entry k as sample i: decoded into x, or with enc, a file the device takes left compressed there.
+ * x: (out_h, out_w, channels) uint8 */
+static ct_status take_entry(const ct_dataset *ds, folder_reader *r, ct_sample_reader *rd, long k, int i,
+                            int augmenting, uint64_t seed, uint8_t *x, ct_encoded_batch *enc, ct_err *err)
 {
     const folder_source *s = ds->source;
     const uint8_t *bytes = NULL;
@@ -192,13 +205,30 @@ static ct_status decode_entry(const ct_dataset *ds, folder_reader *r, ct_sample_
     if (st != CT_OK)
         return st;
     ct_image_region reg = ct_imagefolder_region(ds, augmenting, seed, i, info.width, info.height);
+    if (enc && device_takes(s, &info)) {
+        st = ct_encoded_batch_add(enc, i, bytes, n, err);
+        if (st == CT_OK) {
+            ct_encoded_image *e = &enc->images[i];
+            e->x = reg.x;
+            e->y = reg.y;
+            e->w = reg.w;
+            e->h = reg.h;
+            e->flip = reg.flip;
+            e->width = info.width;
+            e->height = info.height;
+            e->name = s->ix.entries[k].path;
+        }
+        return st;
+    }
     return ct_image_decode_region(r->dec, bytes, n, &reg, s->out_w, s->out_h, s->channels, x, err);
 }
 
 /* on_bad_image = skip: a file that fails is replaced by the next entry of the index (wrapping)
- * that decodes, a choice that depends on the files alone, so batches stay deterministic. */
-static ct_status read_sample(const ct_dataset *ds, ct_sample_reader *rd, long index, int i, int augmenting,
-                             uint64_t seed, uint8_t *x, int32_t *y, ct_err *err)
+ * that decodes, a choice that depends on the files alone, so batches stay deterministic. With enc
+ * (decode = gpu) a file the device takes counts as good once its header reads: a flaw in its
+ * compressed data is found by the device decoder, which fails the batch naming the file. */
+static ct_status take_sample(const ct_dataset *ds, ct_sample_reader *rd, long index, int i, int augmenting,
+                             uint64_t seed, uint8_t *x, int32_t *y, ct_encoded_batch *enc, ct_err *err)
 {
     folder_source *s = ds->source;
     folder_reader *r = rd->state;
@@ -206,7 +236,7 @@ static ct_status read_sample(const ct_dataset *ds, ct_sample_reader *rd, long in
         long k = (index + t) % ds->count;
         ct_err e;
         ct_err_clear(&e);
-        ct_status st = decode_entry(ds, r, rd, k, i, augmenting, seed, x, &e);
+        ct_status st = take_entry(ds, r, rd, k, i, augmenting, seed, x, enc, &e);
         if (st == CT_OK) {
             if (t > 0)
                 rd->bad_images++;
@@ -219,6 +249,18 @@ static ct_status read_sample(const ct_dataset *ds, ct_sample_reader *rd, long in
     }
     return ct_fail(err, CT_ERR_DATA, "no file of the set decodes (on_bad_image = skip); the first: %s",
                    s->ix.entries[index].path);
+}
+
+static ct_status read_sample(const ct_dataset *ds, ct_sample_reader *rd, long index, int i, int augmenting,
+                             uint64_t seed, uint8_t *x, int32_t *y, ct_err *err)
+{
+    return take_sample(ds, rd, index, i, augmenting, seed, x, y, NULL, err);
+}
+
+static ct_status read_encoded(const ct_dataset *ds, ct_sample_reader *rd, long index, int i, int augmenting,
+                              uint64_t seed, uint8_t *x, int32_t *y, ct_encoded_batch *enc, ct_err *err)
+{
+    return take_sample(ds, rd, index, i, augmenting, seed, x, y, enc, err);
 }
 
 /* ---- open ---- */
@@ -547,6 +589,10 @@ static ct_status check_set(const ct_data_settings *dc, ct_err *err)
     if (!(dc->crop_ratio[0] > 0 && dc->crop_ratio[0] <= dc->crop_ratio[1]))
         return ct_fail(err, CT_ERR_CONFIG, "[data] crop_ratio = %g, %g: expected 0 < lo <= hi",
                        (double)dc->crop_ratio[0], (double)dc->crop_ratio[1]);
+    if (dc->decode == CT_DECODE_AT_GPU && dc->augment_on != CT_AUGMENT_ON_GPU)
+        return ct_fail(err, CT_ERR_CONFIG,
+                       "[data] decode = gpu needs augment_on = gpu: the device normalises the images it decodes "
+                       "(or use decode = auto, which decodes on the CPU when augment_on = cpu)");
     if (dc->eval_resize < 0 || dc->max_pixels < 0)
         return ct_fail(err, CT_ERR_CONFIG, "[data] eval_resize and max_pixels must not be negative");
     return CT_OK;
@@ -572,6 +618,7 @@ ct_status ct_image_files_open(const ct_data_settings *dc, const char *const *pat
     eval.validation_split = 0;
     eval.test = NULL;
     eval.crop_pad = 0;
+    eval.decode = CT_DECODE_AT_CPU;   /* prediction decodes in the caller's process, on the CPU */
     ct_status st = check_set(&eval, err);
     folder_source *s = NULL;
     if (st == CT_OK)
@@ -640,6 +687,7 @@ void ct_dataset_prefetch_hint(const ct_dataset *ds, long index)
 static const char *const bad_image_names[] = {"error", "skip", NULL};
 static const char *const cache_names[] = {"none", "bytes", NULL};
 static const char *const shortcut_names[] = {"all", "region", "dct_scale", "none", NULL};
+static const char *const decode_names[] = {"cpu", "gpu", "auto", NULL};
 
 #define D(f) offsetof(ct_data_settings, f)
 static const ct_data_key imagefolder_keys[] = {
@@ -668,9 +716,12 @@ static const ct_data_key imagefolder_keys[] = {
      .flags = CT_DATA_KEY_HAS_MIN, .min = 0},
     {.name = "decode_shortcuts", .kind = CT_DATA_KEY_ENUM, .offset = D(decode_shortcuts), .def = "all",
      .names = shortcut_names},
+    {.name = "decode", .kind = CT_DATA_KEY_ENUM, .offset = D(decode), .def = "cpu", .names = decode_names,
+     .note = "only JPEG files are decoded on the device"},
 };
 #undef D
 
 const ct_data_format_def ct_data_format_imagefolder = {
     CT_DATA_KEYS(imagefolder_keys), .check = check_set, .open = open_set, .probe = probe_set,
-    .source_free = source_free, .reader_new = reader_new, .reader_free = reader_free, .read = read_sample};
+    .source_free = source_free, .reader_new = reader_new, .reader_free = reader_free, .read = read_sample,
+    .read_encoded = read_encoded};

@@ -38,6 +38,7 @@ typedef struct slot {
     long batch;
     int n;
     int epoch;
+    ct_encoded_batch enc;   /* encoded: the batch's compressed JPEGs */
 } slot;
 
 typedef struct worker_arg {
@@ -84,6 +85,7 @@ struct ct_pipeline {
 
     /* sync mode */
     void *sync_mem;
+    ct_encoded_batch sync_enc;
     int sync_held;
     ct_sample_reader *sync_reader;
 
@@ -126,11 +128,13 @@ static int batch_size(const ct_pipeline *p, long b)
 
 /* Makes batch b of `epoch` into mem (x then y) with the calling thread's reader. Pure: the same
  * bytes whoever calls it. A sample that does not decode fails the batch (err names the file). */
-static ct_status make_batch(const ct_pipeline *p, ct_sample_reader *rd, void *mem, int epoch, long b, int n,
-                            ct_err *err)
+static ct_status make_batch(const ct_pipeline *p, ct_sample_reader *rd, void *mem, ct_encoded_batch *enc, int epoch,
+                            long b, int n, ct_err *err)
 {
     const long *idx = p->order + b * (long)p->batch;
     int32_t *y = (int32_t *)((char *)mem + p->y_offset);
+    if (p->cfg.encoded)
+        return ct_read_batch_encoded(p->cfg.ds, rd, idx, n, p->cfg.augment, batch_seed(p, epoch, b), mem, y, enc, err);
     if (p->cfg.raw_u8)
         return ct_read_batch_u8(p->cfg.ds, rd, idx, n, p->cfg.augment, batch_seed(p, epoch, b), mem, y, err);
     return ct_read_batch_serial(p->cfg.ds, rd, idx, n, &p->aug, p->cfg.augment, batch_seed(p, epoch, b), mem, y,
@@ -160,7 +164,8 @@ static void announce_batch(const ct_pipeline *p, long b)
         ct_dataset_prefetch_hint(p->cfg.ds, idx[i]);
 }
 
-static void fill_view(const ct_pipeline *p, ct_batch_view *v, int slot_id, void *mem, int epoch, long b, int n)
+static void fill_view(const ct_pipeline *p, ct_batch_view *v, int slot_id, void *mem, const ct_encoded_batch *enc,
+                      int epoch, long b, int n)
 {
     memset(v, 0, sizeof *v);
     v->slot = slot_id;
@@ -172,6 +177,7 @@ static void fill_view(const ct_pipeline *p, ct_batch_view *v, int slot_id, void 
     else
         v->x = mem;
     v->y = (int32_t *)((char *)mem + p->y_offset);
+    v->encoded = p->cfg.encoded ? enc : NULL;
     v->augment = p->cfg.raw_u8 && p->cfg.augment;
     v->augment_seed = batch_seed(p, epoch, b);
 }
@@ -244,7 +250,7 @@ static void *worker_main(void *arg)
         }
         double t0 = ct_clock_seconds();
         if (st == CT_OK)
-            st = make_batch(p, rd, sl->mem, epoch, b, n, &e);
+            st = make_batch(p, rd, sl->mem, &sl->enc, epoch, b, n, &e);
         double dt = ct_clock_seconds() - t0;
 
         pthread_mutex_lock(&p->mu);
@@ -349,6 +355,10 @@ static ct_status check_config(const ct_pipeline_config *c, ct_err *err)
     if (c->prefetch < 0 || c->prefetch > CT_PIPELINE_MAX_PREFETCH)
         return ct_fail(err, CT_ERR_USAGE, "input pipeline: prefetch must be auto (0) or 1 to %d, got %d",
                        CT_PIPELINE_MAX_PREFETCH, c->prefetch);
+    if (c->encoded && (!c->raw_u8 || !ct_dataset_can_encode(ds)))
+        return ct_fail(err, CT_ERR_USAGE,
+                       "input pipeline: images left compressed for the device need uint8 batches and a set of "
+                       "image files");
     if (!c->host_alloc != !c->host_free)
         return ct_fail(err, CT_ERR_USAGE, "input pipeline: give both host_alloc and host_free, or neither");
     if (c->drop_last && ds->count < c->batch)
@@ -367,6 +377,7 @@ static void free_parts(ct_pipeline *p)
     free(p->threads);
     free(p->args);
     free(p->sync_mem);
+    ct_encoded_batch_free(&p->sync_enc);
     ct_sample_reader_free(p->sync_reader);
     free(p);
 }
@@ -541,7 +552,10 @@ static ct_status next_sync(ct_pipeline *p, ct_batch_view *out, double t0, double
     ct_status st = CT_OK;
     ct_err e;
     ct_err_clear(&e);
-    for (int i = 0; i < n && st == CT_OK; i++) {
+    if (p->cfg.encoded)   /* sample by sample inside, as below */
+        st = ct_read_batch_encoded(p->cfg.ds, p->sync_reader, idx, n, p->cfg.augment, seed, p->sync_mem, y,
+                                   &p->sync_enc, &e);
+    for (int i = 0; i < n && st == CT_OK && !p->cfg.encoded; i++) {
         if (p->cfg.raw_u8)
             st = ct_read_sample_u8(p->cfg.ds, p->sync_reader, idx[i], i, p->cfg.augment, seed,
                                    (uint8_t *)p->sync_mem + (size_t)i * p->sample_elems, y + i, &e);
@@ -553,7 +567,7 @@ static ct_status next_sync(ct_pipeline *p, ct_batch_view *out, double t0, double
     if (st != CT_OK)
         return ct_fail(err, st, "input pipeline (sync), batch %ld of epoch %d: %s", b, p->epoch,
                        e.msg[0] ? e.msg : "failed");
-    fill_view(p, out, 0, p->sync_mem, p->epoch, b, n);
+    fill_view(p, out, 0, p->sync_mem, &p->sync_enc, p->epoch, b, n);
     p->next_out++;
     p->sync_held = 1;
     double wait = ct_clock_seconds() - t0;
@@ -617,7 +631,7 @@ ct_status ct_pipeline_next(ct_pipeline *p, ct_batch_view *out, double *wait_seco
     sl->state = SLOT_HELD;
     p->held++;
     p->next_out++;
-    fill_view(p, out, s, sl->mem, sl->epoch, sl->batch, sl->n);
+    fill_view(p, out, s, sl->mem, &sl->enc, sl->epoch, sl->batch, sl->n);
     pthread_mutex_unlock(&p->mu);
 
     double t1 = ct_clock_seconds();
@@ -669,9 +683,12 @@ void ct_pipeline_destroy(ct_pipeline *p)
     if (!p)
         return;
     ct_pipeline_stop(p);
-    for (int s = 0; s < p->size.max_slots && p->slots; s++)
+    for (int s = 0; s < p->size.max_slots && p->slots; s++) {
         slot_free(p, p->slots[s].mem);
+        ct_encoded_batch_free(&p->slots[s].enc);
+    }
     free(p->sync_mem);
+    ct_encoded_batch_free(&p->sync_enc);
     ct_sample_reader_free(p->sync_reader);
     free(p->slots);
     free(p->threads);

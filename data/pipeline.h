@@ -53,6 +53,11 @@ typedef struct ct_pipeline_config {
     int sync;                 /* 1: pipeline = sync: no threads, no prefetch, pageable memory; each
                                  batch made on demand on the caller's thread, sample by sample */
     int raw_u8;               /* 1: ship uint8 images (x_u8), augmentation left to the device */
+    int encoded;              /* 1 (with raw_u8; decode = gpu): the JPEGs a device decoder takes stay
+                                 compressed (ct_batch_view.encoded), the rest are decoded into x_u8;
+                                 the set's format must be able to (ct_dataset_can_encode). Left 0 by
+                                 ct_pipeline_config_init: the caller sets it once a device decoder
+                                 is known to be there */
     /* Slot memory (parallel mode; sync mode always uses plain aligned memory, as the naive user
      * would). NULL host_alloc: aligned_alloc/free. host_alloc may be called from worker threads
      * (a slot is allocated when first filled) and returns NULL on failure. */
@@ -80,6 +85,9 @@ typedef struct ct_batch_view {
     float *x;                 /* (n, h, w, c) float32, augmented and normalised; NULL when raw_u8 */
     uint8_t *x_u8;            /* (n, h, w, c) uint8 as stored; NULL unless raw_u8 */
     int32_t *y;               /* (n) labels */
+    /* encoded: the samples the device decodes (their x_u8 is not written), until the slot is
+     * released; NULL unless the pipeline's `encoded` */
+    const ct_encoded_batch *encoded;
     int augment;              /* whether the device must augment (raw_u8 with augment on) */
     uint64_t augment_seed;    /* the batch's seed (see above); 0 when augment is off */
 } ct_batch_view;

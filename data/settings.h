@@ -39,6 +39,15 @@ typedef enum ct_decode_shortcuts {
     CT_DECODE_SHORTCUTS_NONE        /* the whole image at full size, then the region taken */
 } ct_decode_shortcuts;
 
+/* [data] decode (format = imagefolder): where the JPEGs of the training batches are decoded. */
+typedef enum ct_decode_at {
+    CT_DECODE_AT_CPU,        /* the input workers (libjpeg-turbo) */
+    CT_DECODE_AT_GPU,        /* the device (nvJPEG), the workers only read the files and draw the
+                                crops; refused where the backend has no image decoder */
+    CT_DECODE_AT_AUTO        /* the device where the backend has an image decoder that loads, else
+                                the workers; the log says which */
+} ct_decode_at;
+
 /* [data] pipeline: how batches are made. */
 typedef enum ct_pipeline_mode {
     CT_PIPELINE_PARALLEL,    /* worker threads and a prefetch ring */
@@ -81,6 +90,7 @@ typedef struct ct_data_settings {
     ct_image_cache cache;
     long max_pixels;         /* a file of more pixels is refused (0: no limit) */
     ct_decode_shortcuts decode_shortcuts;   /* which of the JPEG decoder's shortcuts run */
+    ct_decode_at decode;     /* decode = cpu | gpu | auto (default cpu) */
     int line;                /* line of [data], for messages */
 } ct_data_settings;
 

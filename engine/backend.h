@@ -11,6 +11,7 @@
 
 #include "base/scaler.h"
 #include "base/tensor.h"
+#include "data/encoded.h"    /* the compressed images of decode = gpu */
 #include "data/settings.h"   /* CT_MAX_CHANNELS, the bound of device-side augmentation's channels */
 #include "device.h"
 
@@ -72,6 +73,12 @@ typedef struct ct_input_batch {
     uint64_t augment_seed;
     long first_sample;            /* x's place in the pipeline's batch (a replica's slice): its
                                    * samples draw their crops and flips by that place */
+    /* decode = gpu (with x_u8; NULL otherwise): the pipeline's whole batch, of which this one is
+     * samples first_sample .. first_sample + n - 1. Those with a size are decoded by the backend's
+     * image decoder (image_decoder) from their compressed bytes, cropped, resized and flipped as
+     * their entry says, into their place of x_u8's batch on the device; x_u8 holds the others. The
+     * compressed bytes are read until input_wait(ticket) returns. */
+    const ct_encoded_batch *encoded;
 } ct_input_batch;
 
 /* Forward and backward of one layer type on one backend. */
@@ -123,6 +130,12 @@ typedef struct ct_backend_ops {
     ct_status (*input_submit)(ct_backend *be, const ct_input_batch *b, ct_tensor *x, ct_tensor *labels,
                               long *ticket, ct_err *err);
     ct_status (*input_wait)(ct_backend *be, long ticket, ct_err *err);
+    /* decode = gpu: makes the backend's image decoder ready (loads its library, creates its state
+     * and its own stream, outside any captured step), so that input_submit takes batches with
+     * `encoded`. CT_OK with a line for the log in info (n bytes): what decodes and where; any
+     * failure (CT_ERR_BACKEND) says why in err, and the caller decodes on the CPU or stops. NULL:
+     * the backend has no image decoder (the CPU's). */
+    ct_status (*image_decoder)(ct_backend *be, char *info, size_t n, ct_err *err);
 
     /* The scalars of the step about to run (before run_step or the ops of an uncaptured step). */
     ct_status (*set_step)(ct_backend *be, const ct_step_scalars *s, ct_err *err);

@@ -265,6 +265,21 @@ int ct_launch_augment_u8(const unsigned char *src, float *dst, int n, int h, int
                          int flip, int augmenting, const float *norm_scale, const float *norm_bias,
                          unsigned long long augment_seed, long first_sample, void *stream);
 
+/* ---- decoded images (kernels/image_resize.cu; [data] decode = gpu) ---- */
+
+/* src: a decoded image, (src_h, src_w, c) uint8 interleaved, rows src_pitch bytes apart; dst:
+ * (out_h, out_w, c) uint8. The region (rx, ry, rw, rh) of src resampled to out_w x out_h (each
+ * axis area-averaged when it shrinks, bilinear when it grows, with data/image_resize.c's geometry
+ * but float weights: within a rounding step of the CPU's bytes, not equal to them) and mirrored
+ * left to right when flip. c 1..4; a region outside src or NULL pointers: cudaErrorInvalidValue. */
+int ct_launch_resize_region_u8(const unsigned char *src, int src_w, int src_h, size_t src_pitch, int c, int rx,
+                               int ry, int rw, int rh, int flip, unsigned char *dst, int out_w, int out_h,
+                               void *stream);
+/* The kernel's arithmetic run on the host, pixel for pixel the same bytes (host memory; no GPU
+ * needed): what tests check the kernel's geometry with on a machine without one. */
+int ct_resize_region_u8_host(const unsigned char *src, int src_w, int src_h, size_t src_pitch, int c, int rx, int ry,
+                             int rw, int rh, int flip, unsigned char *dst, int out_w, int out_h);
+
 /* ---- loss (kernels/loss.cu) ---- */
 
 /* logits: (n, k) fp32; labels: (n) int in [0, k); dlogits: (n, k) fp32 or NULL (evaluation);

@@ -41,8 +41,8 @@
 #   nvidia-smi -q                               30         2
 #   core gpu tests (12; ctest TIMEOUT 120 each) 200       90
 #   doctor                                      45         5
-#   other gpu tests (9; 120, or 180 for the     200      120   (memory, monitor, NCCL with one
-#     batch search, trainings, experiment)                      rank, sync_bn, then the batch
+#   other gpu tests (10; 120, or 180 for the    200      125   (memory, monitor, NCCL with one
+#     batch search, trainings, experiment)                      rank, sync_bn, nvJPEG, then the batch
 #                                                               search, the two end-to-end
 #                                                               trainings, the experiment ladder)
 #   memcheck of test_gpu_kernels                45        30
@@ -228,6 +228,10 @@ fi
 libdirs=()
 EXTRA_LIB=${CT_EXTRA_LIB_DIR:-$ROOT/devlibs}
 [[ -d $EXTRA_LIB ]] && libdirs+=("$(cd "$EXTRA_LIB" && pwd -P)")
+# nvJPEG for decode = gpu (loaded with dlopen, test_gpu_nvjpeg): the wheel's library that
+# tools/prepare_device_check.sh carries, when it could download it; else whatever the Python
+# environment's nvidia/cu13/lib holds, or the system's
+[[ -f $ROOT/nvjpeg/libnvjpeg.so.13 ]] && libdirs+=("$(cd "$ROOT/nvjpeg" && pwd -P)")
 for nv in /opt/torch/.venv/lib/python3*/site-packages/nvidia; do
     for sub in cu13 cudnn nccl; do
         [[ -d $nv/$sub/lib ]] && libdirs+=("$nv/$sub/lib")

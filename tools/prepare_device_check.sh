@@ -7,7 +7,10 @@
 #                     binaries, which share most of their code (xz's window spans them all), so it
 #                     fits the 64 MiB a device call carries; device_check.sh unpacks it there
 #   fmnist/           the four Fashion-MNIST .gz files (the GPU machine has no dataset package)
-# All three are kept out of git through the checkout's info/exclude. The PyTorch side of the benchmarks,
+#   nvjpeg/           libnvjpeg.so.13 from PyPI's nvidia-nvjpeg wheel, when pip can download it
+#                     (optional: decode = gpu loads it with dlopen, and the GPU machine's Python may
+#                     lack it; device_check.sh puts the folder on LD_LIBRARY_PATH)
+# All four are kept out of git through the checkout's info/exclude. The PyTorch side of the benchmarks,
 # tools/torch_peer.py, travels with the repository. It prints the call to make.
 #
 # The GPU machine (Ubuntu 24.04) has the CUDA toolkit, cuDNN and NCCL but none of the optional
@@ -35,12 +38,29 @@ done
 # or not be a git checkout at all: ask git where the exclude file lives and make its folder.
 if exclude=$(git rev-parse --git-path info/exclude 2>/dev/null); then
     mkdir -p "$(dirname "$exclude")"
-    for p in /$BUILD/ /$BUILD.tar.xz /fmnist/; do
+    for p in /$BUILD/ /$BUILD.tar.xz /fmnist/ /nvjpeg/; do
         grep -qxF "$p" "$exclude" 2>/dev/null || echo "$p" >>"$exclude"
     done
 fi
 mkdir -p fmnist
 for f in "${FILES[@]}"; do cp "$DATA_SRC/$f" fmnist/; done
+
+# nvJPEG (about 6 MB): optional, so a machine without pip or network goes on without it.
+carry_nvjpeg=""
+if [[ ! -s nvjpeg/libnvjpeg.so.13 ]]; then
+    nvtmp=$(mktemp -d)
+    if ${PIP:-python3 -m pip} download --quiet --no-deps --only-binary=:all: -d "$nvtmp" nvidia-nvjpeg >/dev/null 2>&1 &&
+        python3 -m zipfile -e "$nvtmp"/*.whl "$nvtmp/x" && lib=$(find "$nvtmp/x" -name libnvjpeg.so.13 | head -n 1) &&
+        [[ -n $lib ]]; then
+        mkdir -p nvjpeg
+        cp "$lib" nvjpeg/libnvjpeg.so.13
+    else
+        echo "prepare_device_check: nvidia-nvjpeg could not be downloaded: test_gpu_nvjpeg will use the GPU" \
+            "machine's own nvJPEG, or skip" >&2
+    fi
+    rm -rf "$nvtmp"
+fi
+[[ -s nvjpeg/libnvjpeg.so.13 ]] && carry_nvjpeg=', "nvjpeg"'
 
 # Every optional library off, whatever this machine has: what the GPU machine lacks must not be
 # linked. (tools/device_check.sh's fallback build, made there, uses the same options.)
@@ -91,11 +111,13 @@ mv $BUILD.tar.xz.part $BUILD.tar.xz
 
 # The working tree travels too (tracked and untracked files), within the 64 MiB of a device call.
 tree_mib=$(git ls-files -z --cached --others --exclude-standard | du -cm --files0-from=- 2>/dev/null | tail -n 1 | cut -f 1)
-carried_mib=$(du -cm $BUILD.tar.xz fmnist | tail -n 1 | cut -f 1)
-du -sh $BUILD.tar.xz fmnist
+carried=($BUILD.tar.xz fmnist)
+[[ -n $carry_nvjpeg ]] && carried+=(nvjpeg)
+carried_mib=$(du -cm "${carried[@]}" | tail -n 1 | cut -f 1)
+du -sh "${carried[@]}"
 echo "carried: about ${carried_mib} MiB, with the working tree's ${tree_mib} MiB, of the 64 MiB allowed"
 if ((carried_mib + tree_mib > 62)); then
     echo "prepare_device_check: ${carried_mib} + ${tree_mib} MiB will not travel in 64 MiB" >&2
     exit 1
 fi
-echo 'run: command="bash tools/device_check.sh fmnist", carry=["build-gpu.tar.xz", "fmnist"], timeout_s=480'
+echo "run: command=\"bash tools/device_check.sh fmnist\", carry=[\"build-gpu.tar.xz\", \"fmnist\"$carry_nvjpeg], timeout_s=480"

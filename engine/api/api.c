@@ -616,11 +616,57 @@ static ct_status allocate_host(ct_net *net)
     return CT_OK;
 }
 
+/* Appends "; text" to the reason the log and the summary show. */
+static void add_reason(ct_net *net, const char *text)
+{
+    size_t used = strlen(net->backend_reason);
+    snprintf(net->backend_reason + used, sizeof net->backend_reason - used, "; %s", text);
+}
+
+/* [data] decode = gpu | auto: the backends' image decoders, made ready here, outside any step, so
+ * that the workers leave the JPEGs they take compressed (pc->encoded). gpu without one is an
+ * error; auto then decodes on the CPU. Either way the reason says where images are decoded. */
+static ct_status choose_decoder(ct_net *net, ct_pipeline_config *pc)
+{
+    const ct_data_settings *dc = &net->run.cfg.data;
+    if (dc->decode == CT_DECODE_AT_CPU || !ct_dataset_can_encode(&net->run.train))
+        return CT_OK;
+    int gpu = dc->decode == CT_DECODE_AT_GPU;
+    ct_err e;
+    ct_err_clear(&e);
+    char why[sizeof e.msg] = "", info[256] = "";
+    for (int i = 0; i < net->run.n_replicas && !why[0]; i++)
+        if (!net->run.replicas[i].be->ops->image_decoder)
+            snprintf(why, sizeof why, "the %s backend has no image decoder", net->run.replicas[i].be->ops->name);
+    if (!why[0] && !pc->raw_u8)
+        snprintf(why, sizeof why, "augment_on = cpu: the workers normalise the images, so they decode them too");
+    for (int i = 0; i < net->run.n_replicas && !why[0]; i++) {
+        ct_backend *be = net->run.replicas[i].be;
+        if (be->ops->image_decoder(be, info, sizeof info, &e) != CT_OK)
+            snprintf(why, sizeof why, "%s", e.msg);
+    }
+    if (why[0] && gpu)
+        return ct_fail(&net->run.err, e.status == CT_ERR_NOMEM ? CT_ERR_NOMEM : CT_ERR_CONFIG,
+                       "[data] decode = gpu: %s; use decode = cpu, or auto to fall back to it", why);
+    char line[sizeof why + 64];
+    if (why[0]) {
+        snprintf(line, sizeof line, "decode = auto: on the CPU (%s)", why);
+    } else {
+        pc->encoded = 1;
+        snprintf(line, sizeof line, "decode = %s: %s", gpu ? "gpu" : "auto", info);
+    }
+    add_reason(net, line);
+    return CT_OK;
+}
+
 /* The training batches' pipeline, and the augmentation parameters a device needs. */
 static ct_status open_pipeline(ct_net *net)
 {
     ct_pipeline_config pc;
     ct_run_pipeline_config(&net->run, &pc);
+    ct_status st = choose_decoder(net, &pc);
+    if (st != CT_OK)
+        return st;
     if (net->run.cfg.data.augment_on == CT_AUGMENT_ON_GPU && !pc.raw_u8) {
         size_t used = strlen(net->backend_reason);
         snprintf(net->backend_reason + used, sizeof net->backend_reason - used,

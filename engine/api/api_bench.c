@@ -1,6 +1,9 @@
 /* The measuring calls: ct_bench (training steps timed in stream order, train/bench.c),
  * ct_bench_input (the input pipeline alone, data/pipeline.h) and ct_trace_step (one step traced,
  * train/bench.c), each on the prepared run. */
+#include <stdio.h>
+#include <string.h>
+
 #include "api/handle.h"
 
 /* A measuring call's start: its arguments refused when `bad` (saying `usage`), the run prepared. */
@@ -31,6 +34,12 @@ ct_status ct_bench_input(ct_net *net, long warmup, long batches, ct_input_bench_
     /* augment_on = gpu: the uint8 batches a GPU run ships, also where no device would take them
      * (the CPU backend trains on float32), so that the pipeline is measured as a GPU run feeds it */
     pc.raw_u8 = net->run.cfg.data.augment_on == CT_AUGMENT_ON_GPU;
+    /* decode = gpu | auto: the pipeline alone has no device to decode on, so the workers decode */
+    if (net->run.cfg.data.decode != CT_DECODE_AT_CPU) {
+        size_t used = strlen(net->backend_reason);
+        snprintf(net->backend_reason + used, sizeof net->backend_reason - used,
+                 "; bench --input-only: the workers decode every image (decode = gpu needs the model's device)");
+    }
     ct_pipeline_bench_result r;
     st = ct_pipeline_bench(&pc, warmup, batches, &r, &net->run.err);
     if (st != CT_OK)

@@ -14,7 +14,7 @@ struct ct_net {
     int prepared;            /* data loaded, memory bound */
     int gpu_ordinals[CT_MAX_REPLICAS];  /* the GPUs devices names, resolved when the run opens */
     int n_gpus;              /* 0 on the CPU */
-    char backend_reason[512];
+    char backend_reason[1024];
     ct_alloc_fault alloc_fault;  /* handed to the devices as they are created */
     /* the class names of the checkpoint last loaded (ct_load, ct_resume), n_class_names of them;
      * NULL when it had none */

@@ -224,6 +224,7 @@ static void cuda_destroy(ct_backend *be)
         cudaStreamSynchronize(cu->compute);
         cudaStreamSynchronize(cu->copy);
         ct_cuda_capture_free(cu);
+        ct_cuda_jpeg_free(cu);
         ct_cuda_input_free(cu);
         ct_cuda_dnn_free(cu);
         ct_cuda_matmul_free(cu);
@@ -251,6 +252,7 @@ static const ct_backend_ops cuda_ops = {
     .own_bytes = cuda_own_bytes,
     .input_submit = ct_cuda_input_submit,
     .input_wait = ct_cuda_input_wait,
+    .image_decoder = ct_cuda_image_decoder,
     .set_step = cuda_set_step,
     .run_step = ct_cuda_run_step,
     .forget = ct_cuda_capture_forget,

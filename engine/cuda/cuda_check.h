@@ -117,6 +117,15 @@ static inline ct_status ct_cuda_done_(cudaEvent_t event, cudaStream_t stream, in
 } while (0)
 #define CT_CUDNN_STATUS(call, err) ct_cudnn_status_((call), (err), __FILE__, __LINE__, #call)
 
+/* nvJPEG, loaded with dlopen: include base/nvjpeg_api.h where this is used (the calls go through
+ * its ct_nvjpeg_lib's pointers). Its allocator failure maps to CT_ERR_NOMEM. */
+#define CT_NVJPEG_STATUS(call, err) \
+    ct_nvjpeg_status_((call), (err), __FILE__, __LINE__, #call)
+#define CT_NVJPEG_CHECK(call, err) do { \
+    ct_status ct_st_ = CT_NVJPEG_STATUS(call, err); \
+    if (ct_st_ != CT_OK) return ct_st_; \
+} while (0)
+
 /* NCCL: include nccl.h where this is used. */
 #define CT_NCCL_CHECK(call, err) do { \
     ncclResult_t ct_rc_ = (call); \
@@ -140,6 +149,18 @@ static inline ct_status ct_cudnn_status_(cudnnStatus_t rc, ct_err *err, const ch
               rc == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
     return ct_gpu_fail_(err, oom ? CT_ERR_NOMEM : CT_ERR_BACKEND, file, line, call, cudnnGetErrorString(rc),
                         NULL, (int)rc);
+}
+#endif
+
+/* CT_NVJPEG_STATUS's helper, defined wherever base/nvjpeg_api.h came first. */
+#if defined(CT_NVJPEG_API_H) && !defined(CT_NVJPEG_STATUS_HELPER_)
+#define CT_NVJPEG_STATUS_HELPER_
+static inline ct_status ct_nvjpeg_status_(ct_nvj_status rc, ct_err *err, const char *file, int line, const char *call)
+{
+    if (rc == CT_NVJ_SUCCESS)
+        return CT_OK;
+    return ct_gpu_fail_(err, rc == CT_NVJ_ALLOCATOR_FAILURE ? CT_ERR_NOMEM : CT_ERR_BACKEND, file, line, call,
+                        ct_nvjpeg_status_name(rc), NULL, (int)rc);
 }
 #endif
 

@@ -9,6 +9,7 @@
  *   dnn.c         the cuDNN handle and what conv2d.c and batchnorm.c share
  *   capture.c     step capture and replay
  *   input.c       input staging
+ *   jpeg.c        the image decoder of decode = gpu (nvJPEG through dlopen)
  * C11 host code; kernels are reached only through kernels/kernels.h. */
 #ifndef CT_CUDA_INTERNAL_H
 #define CT_CUDA_INTERNAL_H
@@ -54,6 +55,7 @@ typedef struct ct_dnn_cache {
 typedef struct ct_lt_plans ct_lt_plans;         /* matmul.c: per-shape matmul plans */
 typedef struct ct_capture_cache ct_capture_cache;   /* capture.c: captured steps by step key */
 typedef struct ct_input_ring ct_input_ring;     /* input.c: device staging buffers */
+typedef struct ct_cuda_jpeg ct_cuda_jpeg;       /* jpeg.c: nvJPEG, its state and stream */
 
 typedef struct ct_cuda {
     ct_device *dev;              /* not owned */
@@ -100,6 +102,7 @@ typedef struct ct_cuda {
     ct_dnn_cache bn;             /* batchnorm.c: descriptors per shape */
     ct_capture_cache *captures;
     ct_input_ring *input;
+    ct_cuda_jpeg *jpeg;          /* NULL until image_decoder */
 } ct_cuda;
 
 static inline ct_cuda *ct_cuda_of(ct_backend *be) { return (ct_cuda *)be->impl; }
@@ -198,5 +201,14 @@ size_t ct_cuda_input_bytes(size_t x_bytes, size_t y_bytes);
 ct_status ct_cuda_input_submit(ct_backend *be, const ct_input_batch *b, ct_tensor *x, ct_tensor *labels,
                                long *ticket, ct_err *err);
 ct_status ct_cuda_input_wait(ct_backend *be, long ticket, ct_err *err);
+
+/* ---- jpeg.c ---- */
+/* The backend's image_decoder: loads nvJPEG and makes its handle, state and stream (once). */
+ct_status ct_cuda_image_decoder(ct_backend *be, char *info, size_t n, ct_err *err);
+/* Decodes b's compressed samples into dst, the staging of b's first sample, on the decoder's
+ * stream: it waits for slot_free, then records done. */
+ct_status ct_cuda_jpeg_decode(ct_cuda *cu, const ct_input_batch *b, unsigned char *dst, cudaEvent_t slot_free,
+                              cudaEvent_t done, ct_err *err);
+void ct_cuda_jpeg_free(ct_cuda *cu);
 
 #endif

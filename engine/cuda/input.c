@@ -2,7 +2,11 @@
  * host-to-device copy (from the caller's pinned memory) runs on the copy stream while the compute
  * stream still works on the previous step; the compute stream then waits for it and moves it into
  * the network's fixed input tensors (a device-to-device copy, cheap next to a step, or the
- * augmentation kernel), which is where a captured step reads its inputs. */
+ * augmentation kernel), which is where a captured step reads its inputs.
+ *
+ * decode = gpu: the image decoder (jpeg.c) writes the samples it decodes into the same staging
+ * slot on its own stream, while the copy stream brings the samples the workers decoded; the
+ * compute stream waits for both. */
 #include <stdlib.h>
 
 #include "cuda/cuda_internal.h"
@@ -15,6 +19,8 @@ struct ct_input_ring {
     int32_t *dev_y[INPUT_SLOTS];
     cudaEvent_t copied[INPUT_SLOTS];   /* the slot's host-to-device copy has run */
     cudaEvent_t consumed[INPUT_SLOTS]; /* the compute stream has taken the slot's device copy */
+    cudaEvent_t decoded[INPUT_SLOTS];  /* the image decoder has written the slot (decode = gpu) */
+    int decoding[INPUT_SLOTS];         /* the slot's latest batch went through the decoder */
     int next;                          /* the slot the next batch goes through */
     long tickets;                      /* copies so far; a ticket encodes its slot */
 };
@@ -32,6 +38,8 @@ void ct_cuda_input_free(ct_cuda *cu)
             cudaEventDestroy(r->copied[i]);
         if (r->consumed[i])
             cudaEventDestroy(r->consumed[i]);
+        if (r->decoded[i])
+            cudaEventDestroy(r->decoded[i]);
     }
     free(r);
     cu->input = NULL;
@@ -59,6 +67,7 @@ ct_status ct_cuda_input_reserve(ct_cuda *cu, size_t x_bytes, size_t y_bytes, ct_
                            r->x_cap + r->y_cap);
         CT_CUDA_CHECK(cudaEventCreateWithFlags(&r->copied[i], cudaEventDisableTiming), err);
         CT_CUDA_CHECK(cudaEventCreateWithFlags(&r->consumed[i], cudaEventDisableTiming), err);
+        CT_CUDA_CHECK(cudaEventCreateWithFlags(&r->decoded[i], cudaEventDisableTiming), err);
     }
     return CT_OK;
 }
@@ -68,7 +77,28 @@ static int batch_fits(const ct_input_batch *b, const ct_tensor *x, const ct_tens
 {
     return b->n >= 0 && b->n <= x->n && (size_t)b->n <= labels->count && x->dtype == CT_DTYPE_F32 &&
            labels->dtype == CT_DTYPE_I32 && ct_shape_size(b->shape) == ct_shape_size(x->shape) &&
-           (b->x || (b->x_u8 && b->aug));
+           (b->x || (b->x_u8 && b->aug)) &&
+           (!b->encoded || (b->x_u8 && b->first_sample >= 0 && b->first_sample + b->n <= b->encoded->n));
+}
+
+/* decode = gpu: the samples the workers decoded, copied in runs of neighbours (those the device
+ * decodes are skipped; the decoder writes them). src: (n, h, w, c) uint8, host; dst: device. */
+static ct_status copy_cpu_samples(const ct_input_batch *b, unsigned char *dst, cudaStream_t s, ct_err *err)
+{
+    const size_t sample = ct_shape_size(b->shape);
+    for (int i = 0; i < b->n;) {
+        if (b->encoded->images[b->first_sample + i].size > 0) {
+            i++;
+            continue;
+        }
+        int k = i;
+        while (k < b->n && b->encoded->images[b->first_sample + k].size == 0)
+            k++;
+        CT_CUDA_CHECK(cudaMemcpyAsync(dst + (size_t)i * sample, b->x_u8 + (size_t)i * sample, (size_t)(k - i) * sample,
+                                      cudaMemcpyHostToDevice, s), err);
+        i = k;
+    }
+    return CT_OK;
 }
 
 // b->x: (n, h, w, c) fp32 or b->x_u8: uint8, b->y: (n) int32, host; x: (>= n, h, w, c) fp32,
@@ -89,10 +119,22 @@ ct_status ct_cuda_input_submit(ct_backend *be, const ct_input_batch *b, ct_tenso
     const void *src = b->x ? (const void *)b->x : (const void *)b->x_u8;
     /* the device staging slot is free once the compute stream has copied it out */
     CT_CUDA_CHECK(cudaStreamWaitEvent(cu->copy, r->consumed[slot], 0), err);
-    CT_CUDA_CHECK(cudaMemcpyAsync(r->dev_x[slot], src, x_bytes, cudaMemcpyHostToDevice, cu->copy), err);
+    r->decoding[slot] = 0;
+    if (b->encoded) {
+        ct_status st = copy_cpu_samples(b, r->dev_x[slot], cu->copy, err);
+        if (st == CT_OK)
+            st = ct_cuda_jpeg_decode(cu, b, r->dev_x[slot], r->consumed[slot], r->decoded[slot], err);
+        if (st != CT_OK)
+            return st;
+        r->decoding[slot] = 1;
+    } else {
+        CT_CUDA_CHECK(cudaMemcpyAsync(r->dev_x[slot], src, x_bytes, cudaMemcpyHostToDevice, cu->copy), err);
+    }
     CT_CUDA_CHECK(cudaMemcpyAsync(r->dev_y[slot], b->y, y_bytes, cudaMemcpyHostToDevice, cu->copy), err);
     CT_CUDA_CHECK(cudaEventRecord(r->copied[slot], cu->copy), err);
     CT_CUDA_CHECK(cudaStreamWaitEvent(cu->compute, r->copied[slot], 0), err);
+    if (r->decoding[slot])
+        CT_CUDA_CHECK(cudaStreamWaitEvent(cu->compute, r->decoded[slot], 0), err);
     if (b->x) {
         CT_CUDA_CHECK(cudaMemcpyAsync(x->data, r->dev_x[slot], x_bytes, cudaMemcpyDeviceToDevice, cu->compute), err);
     } else {
@@ -117,5 +159,9 @@ ct_status ct_cuda_input_wait(ct_backend *be, long ticket, ct_err *err)
     if (!r || ticket <= 0)
         return CT_OK;
     CT_CUDA_CHECK(cudaEventSynchronize(r->copied[ticket % INPUT_SLOTS]), err);
+    /* the decoder reads the batch's compressed bytes on the host until its work is queued, and
+     * the device until it ran */
+    if (r->decoding[ticket % INPUT_SLOTS])
+        CT_CUDA_CHECK(cudaEventSynchronize(r->decoded[ticket % INPUT_SLOTS]), err);
     return CT_OK;
 }

@@ -458,6 +458,7 @@ static ct_status feed(ct_run *run, held_batch *h, int *n, double *waited, ct_err
             .n = slice_size(run, r->rank, v.n), .shape = g->input, .x = v.x ? v.x + first * sample : NULL,
             .x_u8 = v.x_u8 ? v.x_u8 + first * sample : NULL, .y = v.y + first, .aug = &run->augment_params,
             .augment = v.augment, .augment_seed = v.augment_seed, .first_sample = (long)first,
+            .encoded = v.encoded,
         };
         /* each GPU copies its slice from the one pinned slot on its own copy stream */
         st = use_device(run, i, err);
