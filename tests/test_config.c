@@ -254,10 +254,10 @@ static void test_synthetic_and_defaults(void)
     CHECK(t->deterministic == 0);
     CHECK(t->tf32 == 1);  /* PyTorch's cuDNN default */
     /* the batch: a number; max and auto keep 10% free, go up to the training set, measure 30 s; auto
-     * leaves at least 50 steps an epoch */
+     * leaves at least 200 steps an epoch */
     CHECK(t->batch_mode == CT_BATCH_FIXED && t->batch_line == 0);
     CHECK_NEAR(t->memory_margin, 0.10, 1e-7);
-    CHECK(t->batch_max == 0 && t->n_batch_candidates == 0 && t->min_steps_per_epoch == 50);
+    CHECK(t->batch_max == 0 && t->n_batch_candidates == 0 && t->min_steps_per_epoch == 200);
     CHECK_NEAR(t->batch_search_seconds, 30, 0);
     CHECK(t->lr_scaling == CT_LR_SCALING_NONE && t->base_batch == 0 && t->lr_factor == 1.0);
     const ct_data_settings *d = &cfg.data;
