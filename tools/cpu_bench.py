@@ -41,7 +41,8 @@ FMNIST = ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-imag
 def parse_args():
     ap = argparse.ArgumentParser(description="cutrain against PyTorch on the CPU, alternating, same run")
     ap.add_argument("--cutrain", default=os.path.join(ROOT, "build", "cutrain"), help="the cutrain command")
-    ap.add_argument("--python", default=sys.executable, help="the Python with PyTorch for the peer")
+    ap.add_argument("--python", default="/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable,
+                    help="the Python with PyTorch for the peer (default: Debian's, /usr/bin/python3)")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for both (default: every core)")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist", help="Fashion-MNIST's four .gz files")
     ap.add_argument("--cifar", default="", help="CIFAR-10's binary batches (default: the config's synthetic "
@@ -180,7 +181,7 @@ def throughput(a, tmp):
                                 cutrain_images_per_s=figures["cutrain"][0], pytorch_images_per_s=figures["pytorch"][0],
                                 ratio=round(ratio, 3), cutrain_peak_rss_mib=figures["cutrain"][1],
                                 pytorch_peak_rss_mib=figures["pytorch"][1]))
-            print(f"{model:16} {batch:5} {r:5} {figures['cutrain'][0]:14.0f} {figures['pytorch'][0]:14.0f} "
+            print(f"{model:16} {batch:5} {r:5} {figures['cutrain'][0]:14.1f} {figures['pytorch'][0]:14.1f} "
                   f"{ratio:6.2f}x {figures['cutrain'][1]:12.0f} {figures['pytorch'][1]:12.0f}", flush=True)
         print(f"{model:16} {batch:5} cutrain / pytorch: {spread(ratios)} over {len(ratios)} rounds", flush=True)
     return results
