@@ -365,9 +365,12 @@ typedef struct ct_batch_search {
     const char *mode;        /* "fixed", "max" or "auto" */
     int batch;               /* the batch training uses */
     long long budget;        /* bytes a plan had to fit: the limit: cap or the free memory, less memory_margin */
+    int steps_bound;         /* auto: the largest batch that leaves min_steps_per_epoch steps an epoch; 0 otherwise */
+    int bounded;             /* auto: 1 when that bound, not memory or images/s, ended the search */
     int n_trials;            /* in the order tried */
     ct_batch_trial trials[CT_BATCH_TRIALS];
-    char reason[256];        /* why the winner won, one sentence */
+    char reason[400];        /* why the winner won, one sentence */
+    char warning[256];       /* "" or why the batch may converge worse (lr_scaling = none above base_batch) */
 } ct_batch_search;
 
 /* Prepares the network (running the search) when it has not been, then fills *out. */

@@ -2,7 +2,9 @@
  * picks the largest multiple of 8 whose plan fits the cap less the margin and trains; an injected
  * allocation failure backs off by a tenth; auto picks the smallest batch within 5% of the best it
  * measured (checked against the table it logs); a run after a search is bit-identical to one
- * configured with the batch found; lr_scaling; eval and predict refuse a search. */
+ * configured with the batch found; lr_scaling; eval and predict refuse a search; auto never picks a
+ * batch that leaves fewer than min_steps_per_epoch steps an epoch, and says when that bound decided;
+ * lr_scaling = none above base_batch warns in the first --log record. */
 #define _DEFAULT_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -215,7 +217,8 @@ static int parse_log(const char *path, int *batch, int *rows_batch, double *rows
 static void test_auto_logged(void)
 {
     char text[4096];
-    config_text(text, sizeof text, "batch = auto\nbatch_search_seconds = 120\n");
+    /* min_steps_per_epoch = 1: memory and images/s alone decide here; (g) tests the bound */
+    config_text(text, sizeof text, "batch = auto\nbatch_search_seconds = 120\nmin_steps_per_epoch = 1\n");
     write_file("auto.ini", text);
     int rc = run("train --config auto.ini --set train.epochs=2 --log auto.jsonl");
     CHECK_MSG(rc == 0, "%s", out);
@@ -264,7 +267,7 @@ static void test_auto_logged(void)
         free(log);
     }
     /* the API's table is the same rule */
-    ct_net *net = open_net("batch = auto\nbatch_candidates = 16, 48, 96, 4096\n");
+    ct_net *net = open_net("batch = auto\nbatch_candidates = 16, 48, 96, 4096\nmin_steps_per_epoch = 1\n");
     ct_batch_search s;
     ct_status st = ct_batch_search_get(net, &s);
     CHECK_MSG(st == CT_OK, "%s", ct_errmsg(net));
@@ -284,6 +287,135 @@ static void test_auto_logged(void)
         CHECK(ct_fit(net, NULL) == CT_OK);
     }
     ct_close(net);
+}
+
+/* A row of the table by its batch, or NULL. */
+static const ct_batch_trial *row_of(const ct_batch_search *s, int batch)
+{
+    for (int i = 0; i < s->n_trials; i++)
+        if (s->trials[i].batch == batch)
+            return &s->trials[i];
+    return NULL;
+}
+
+/* Searches under `train` with memory = grow (the bound, not the 8 MiB cap, is what limits here). */
+static ct_net *search_grow(const char *train, ct_batch_search *s)
+{
+    ct_net *net = open_net(train);
+    ct_status st = ct_set(net, "train.memory", "grow");
+    if (st == CT_OK)
+        st = ct_batch_search_get(net, s);
+    CHECK_MSG(st == CT_OK, "%s", ct_errmsg(net));
+    if (st != CT_OK)
+        memset(s, 0, sizeof *s);
+    return net;
+}
+
+/* (g) min_steps_per_epoch: on LIMIT = 1024 images auto never picks a batch with fewer steps an epoch
+ * (in whole batches); candidates over the bound are listed unmeasured, and the reason names the key
+ * when the bound ended the search; batch = max ignores it. */
+static void test_steps_bound(int max_b)
+{
+    ct_batch_search s;
+    /* doubling from 32: 1024 / 16 steps = 64, so 32 and 64 are measured and 128 is kept out */
+    ct_net *net = search_grow("batch = auto\nmin_steps_per_epoch = 16\n", &s);
+    CHECK_MSG(s.steps_bound == 64 && s.bounded, "bound %d, bounded %d", s.steps_bound, s.bounded);
+    CHECK_MSG(s.batch == 32 || s.batch == 64, "batch %d", s.batch);
+    CHECK(ct_batch_size(net) == s.batch && LIMIT / s.batch >= 16);
+    CHECK(s.n_trials == 3 && s.trials[0].batch == 32 && s.trials[1].batch == 64);
+    for (int i = 0; i < s.n_trials; i++)
+        CHECK_MSG(s.trials[i].fits == (s.trials[i].batch <= 64) &&
+                      (s.trials[i].images_per_s > 0) == (s.trials[i].batch <= 64),
+                  "row %d: batch %d fits %d %.0f images/s", i, s.trials[i].batch, s.trials[i].fits,
+                  s.trials[i].images_per_s);
+    const ct_batch_trial *out = row_of(&s, 128);
+    CHECK_MSG(out && ct_contains(out->note, "8 steps an epoch, under min_steps_per_epoch"), "%s",
+              out ? out->note : "no row 128");
+    CHECK_MSG(ct_contains(s.reason, "min_steps_per_epoch = 16 kept the batch at most 64 (1024 training images)"),
+              "%s", s.reason);
+    CHECK(ct_fit(net, NULL) == CT_OK && ct_steps_done(net) == (LIMIT + s.batch - 1) / s.batch);
+    ct_close(net);
+
+    /* a bound that is not a multiple of 8 rounds down to one: 1024 / 10 = 102 -> 96 */
+    net = search_grow("batch = auto\nmin_steps_per_epoch = 10\nbatch_candidates = 32, 100, 200\n", &s);
+    CHECK_MSG(s.steps_bound == 96 && s.bounded && s.batch == 32, "bound %d, bounded %d, batch %d", s.steps_bound,
+              s.bounded, s.batch);
+    out = row_of(&s, 100);
+    CHECK(out && !out->fits && out->images_per_s < 0 && ct_contains(out->note, "10 steps an epoch"));
+    CHECK(row_of(&s, 200) && !row_of(&s, 200)->fits);
+    ct_close(net);
+
+    /* every listed candidate over the bound: the bound itself is measured and chosen */
+    net = search_grow("batch = auto\nmin_steps_per_epoch = 16\nbatch_candidates = 256, 512\n", &s);
+    CHECK_MSG(s.batch == 64 && s.bounded && s.n_trials == 3 && s.trials[0].batch == 64 && s.trials[0].fits,
+              "batch %d, %d rows", s.batch, s.n_trials);
+    CHECK_MSG(ct_contains(s.reason, "min_steps_per_epoch = 16"), "%s", s.reason);
+    ct_close(net);
+
+    /* a bound above what images/s saturates at decides nothing, and the reason does not name it;
+     * a bound at or over the training set (min_steps_per_epoch = 1) keeps every candidate */
+    net = search_grow("batch = auto\nmin_steps_per_epoch = 1\nbatch_candidates = 32, 64\n", &s);
+    CHECK(s.steps_bound == LIMIT && !s.bounded && !ct_contains(s.reason, "min_steps_per_epoch"));
+    CHECK(s.n_trials == 2 && s.trials[0].fits && s.trials[1].fits);
+    ct_close(net);
+
+    /* fewer images than steps: batch 1, the most steps there are */
+    net = search_grow("batch = auto\nmin_steps_per_epoch = 2000\nbatch_candidates = 8\n", &s);
+    CHECK_MSG(s.steps_bound == 1 && s.batch == 1, "bound %d, batch %d", s.steps_bound, s.batch);
+    ct_close(net);
+
+    /* batch = max is asked for explicitly: the bound does not apply */
+    net = open_net("batch = max\nmin_steps_per_epoch = 1000\n");
+    CHECK(ct_batch_search_get(net, &s) == CT_OK);
+    CHECK_MSG(s.batch == max_b && s.steps_bound == 0 && !s.bounded, "max picked %d, not %d", s.batch, max_b);
+    ct_close(net);
+}
+
+/* (h) through the command: the first --log record says why (the bound) and warns that lr_scaling =
+ * none keeps the rate above base_batch; the second record carries neither */
+static void test_bound_logged(void)
+{
+    char text[4096];
+    config_text(text, sizeof text,
+                "batch = auto\nmin_steps_per_epoch = 16\nbatch_candidates = 64, 128\nbase_batch = 32\n");
+    write_file("bound.ini", text);
+    int rc = run("train --config bound.ini --set train.epochs=2 --set train.memory=grow --log bound.jsonl");
+    CHECK_MSG(rc == 0, "%s", out);
+    const char *warning = "batch 64 is above base_batch 32 with lr_scaling = none: learning_rate 0.001, tuned for "
+                          "batch 32, takes 2x fewer steps an epoch and may converge worse; set lr_scaling = linear "
+                          "or sqrt, or batch_max = 32";
+    char want[512];
+    snprintf(want, sizeof want, "cutrain: warning: %s\n", warning);
+    CHECK_MSG(ct_contains(out, want), "%s", out);
+    CHECK_MSG(ct_contains(out, "cutrain: batch 64: ") &&
+                  ct_contains(out, "min_steps_per_epoch = 16 kept the batch at most 64 (1024 training images)"),
+              "%s", out);
+    long len = 0;
+    char path[256];
+    snprintf(path, sizeof path, "%s/bound.jsonl", dir);
+    char *log = (char *)ct_slurp(path, &len);
+    CHECK(log != NULL);
+    if (!log)
+        return;
+    log[len] = '\0';
+    char *second = strchr(log, '\n');
+    if (second)
+        *second++ = '\0';
+    snprintf(want, sizeof want, "\"batch_warning\": \"%s\"", warning);
+    CHECK_MSG(ct_contains(log, want), "%s", log);
+    CHECK_MSG(ct_contains(log, "\"batch_reason\": \"batch 64: ") &&
+                  ct_contains(log, "min_steps_per_epoch = 16 kept the batch at most 64"), "%s", log);
+    CHECK_MSG(ct_contains(log, "{\"batch\": 128, \"images_per_s\": null, \"fits\": false}"), "%s", log);
+    CHECK_MSG(second && ct_contains(second, "\"epoch\": 2") && !ct_contains(second, "batch_warning") &&
+                  !ct_contains(second, "batch_reason"), "%s", second ? second : "one record");
+    free(log);
+
+    /* at or below base_batch: no warning */
+    config_text(text, sizeof text, "batch = 32\nbase_batch = 32\n");
+    write_file("base.ini", text);
+    rc = run("train --config base.ini --log base.jsonl");
+    CHECK_MSG(rc == 0 && !ct_contains(out, "warning"), "%s", out);
+    CHECK(read_scratch("base.jsonl", text, sizeof text) > 0 && !ct_contains(text, "batch_warning"));
 }
 
 /* (d) fp32: training after batch = max resolved to B is bit-identical to batch = B */
@@ -387,8 +519,10 @@ int main(void)
         test_backoff(b);
         test_identity(b);
         test_lr_scaling(b);
+        test_steps_bound(b);
     }
     test_auto_logged();
+    test_bound_logged();
     test_inference_refused();
     remove_scratch();
     return ct_test_done();

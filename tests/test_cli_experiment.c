@@ -66,6 +66,7 @@ static void write_net(void)
              "test = %s/t10k-images-idx3-ubyte.gz\ntest_labels = %s/t10k-labels-idx1-ubyte.gz\n"
              "normalize = 0.2860, 0.3530\naugment = flip\ntrain_limit = 640\n"
              "[train]\nepochs = 3\nbatch = 64\nbatch_candidates = 32, 64\nbatch_search_seconds = 2\n"
+             "min_steps_per_epoch = 10\n"
              "[flat]\ntype = flatten\n[hidden]\ntype = dense\nunits = 32\nactivation = relu\n"
              "[out]\ntype = dense\nunits = 10\n",
              d, d, d, d);

@@ -253,10 +253,11 @@ static void test_synthetic_and_defaults(void)
     CHECK(t->capture == -1 && t->seed == 42 && t->threads == 0);
     CHECK(t->deterministic == 0);
     CHECK(t->tf32 == 1);  /* PyTorch's cuDNN default */
-    /* the batch: a number; max and auto keep 10% free, go up to the training set, measure 30 s */
+    /* the batch: a number; max and auto keep 10% free, go up to the training set, measure 30 s; auto
+     * leaves at least 200 steps an epoch */
     CHECK(t->batch_mode == CT_BATCH_FIXED && t->batch_line == 0);
     CHECK_NEAR(t->memory_margin, 0.10, 1e-7);
-    CHECK(t->batch_max == 0 && t->n_batch_candidates == 0);
+    CHECK(t->batch_max == 0 && t->n_batch_candidates == 0 && t->min_steps_per_epoch == 200);
     CHECK_NEAR(t->batch_search_seconds, 30, 0);
     CHECK(t->lr_scaling == CT_LR_SCALING_NONE && t->base_batch == 0 && t->lr_factor == 1.0);
     const ct_data_settings *d = &cfg.data;
@@ -468,6 +469,8 @@ static const bad_case bad_cases[] = {
     {"sqrt without base_batch", SYN "[train]\nlr_scaling = sqrt\nbatch = max\n" FC, 4,
      "lr_scaling = sqrt needs base_batch"},
     {"base_batch 0", SYN "[train]\nbase_batch = 0\n" FC, 4, "[train] base_batch must be at least 1, got 0"},
+    {"min_steps_per_epoch 0", SYN "[train]\nmin_steps_per_epoch = 0\n" FC, 4,
+     "[train] min_steps_per_epoch must be at least 1, got 0"},
     {"bad float", SYN "[train]\nlearning_rate = 0.0.1\n" FC, 4, "bad number '0.0.1' for learning_rate"},
     {"nan float", SYN "[train]\nlearning_rate = nan\n" FC, 4, "bad number 'nan' for learning_rate"},
     {"zero learning rate", SYN "[train]\nlearning_rate = 0\n" FC, 4, "learning_rate must be greater than 0, got 0"},

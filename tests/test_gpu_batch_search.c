@@ -82,9 +82,11 @@ int main(void)
     static const char *const capped_max[] = {"train.batch", "max", "train.memory", "limit:1024", "data.train_limit",
                                              "16384", "train.epochs", "1", NULL};
     /* no new candidate after 30 s: the three the table needs take a few seconds, and the test stays
-     * well inside ctest's timeout however slowly the larger ones bind */
+     * well inside ctest's timeout however slowly the larger ones bind; min_steps_per_epoch = 1 lets
+     * the search climb to what memory allows (test_batch_search checks the bound) */
     static const char *const autos[] = {"train.batch", "auto", "data.train_limit", "16384", "train.epochs", "1",
-                                        "train.batch_search_seconds", "30", NULL};
+                                        "train.batch_search_seconds", "30", "train.min_steps_per_epoch", "1",
+                                        NULL};
     int b = search_and_train("max against free memory", free_max);
     CHECK(b == 16384);   /* fmnist_cnn at 16384 fits any GPU this runs on: batch_max (the images) caps it */
     b = search_and_train("max under limit:1024", capped_max);

@@ -60,6 +60,7 @@ typedef struct ct_train_config {
     float batch_search_seconds;  /* auto: stop trying larger candidates after this long */
     int batch_candidates[CT_MAX_BATCH_CANDIDATES];  /* auto: the batches to try, ascending */
     int n_batch_candidates;  /* 0: doubling from 32 */
+    int min_steps_per_epoch; /* auto: never a batch that leaves fewer steps an epoch */
     ct_lr_scaling lr_scaling;
     int base_batch;          /* the batch learning_rate was tuned for; 0 when not given */
     double lr_factor;        /* learning_rate's multiplier from lr_scaling at the resolved batch

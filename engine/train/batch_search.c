@@ -7,6 +7,8 @@
  * up to what max would pick (or batch_candidates), until images/s has not improved by 5% for two
  * candidates in a row or batch_search_seconds have passed; the smallest batch within 5% of the
  * best measured wins, since past saturation a larger batch buys no speed and costs generalisation.
+ * auto never goes past the batch that leaves min_steps_per_epoch steps an epoch: on a CPU images/s
+ * may climb up to the training set's size, and a batch of half the set trains two steps an epoch.
  *
  * Every trial binds the network afresh and unbinds it; the run then binds at the winner from the
  * seed, and the step count and metrics go back to zero, so training after a search is the training
@@ -214,6 +216,22 @@ static ct_status search_max(ct_run *run, ct_replica *r, size_t budget, size_t ca
     return CT_OK;
 }
 
+/* auto's bound: the largest batch that leaves min_steps_per_epoch steps an epoch counted in whole
+ * batches (so it holds with drop_last too), a multiple of 8 from 8 up; 1 when the training set
+ * holds fewer samples than that many steps (the most steps there are); 0 when its size is unknown. */
+static int steps_bound(const ct_run *run)
+{
+    long count = run->train.count;
+    if (count <= 0)
+        return 0;
+    long most = count / run->cfg.train.min_steps_per_epoch;
+    if (most >= 8)
+        most = most / 8 * 8;
+    if (most < 1)
+        most = 1;
+    return most < INT_MAX ? (int)most : INT_MAX;
+}
+
 /* auto's candidates: batch_candidates, else doubling from 32 up to max_b, and max_b itself. */
 static int auto_candidates(const ct_train_config *t, int max_b, int *c)
 {
@@ -240,11 +258,21 @@ static ct_status search_auto(ct_run *run, ct_replica *r, size_t budget, size_t c
     int max_b = largest_fitting(run, r->be, budget, batch_max);
     if (max_b == 0)
         return too_small(run, r, budget, cap, batch_max);
+    int bound = steps_bound(run);
+    int top = bound > 0 && bound < max_b ? bound : max_b;
+    s->steps_bound = bound;
     int cand[CT_BATCH_TRIALS];
-    int n_cand = auto_candidates(t, max_b, cand);
+    int n_cand = auto_candidates(t, top, cand);
+    /* every listed batch that fits is over the bound: the bound itself is measured, so auto picks */
+    if (t->n_batch_candidates && top < max_b && cand[0] > top && cand[0] <= max_b && n_cand < CT_BATCH_TRIALS) {
+        memmove(cand + 1, cand, (size_t)n_cand * sizeof *cand);
+        cand[0] = top;
+        n_cand++;
+    }
     double started = ct_clock_seconds(), best = 0.0;
-    int best_batch = 0, stale = 0, measured = 0;
+    int best_batch = 0, stale = 0, measured = 0, cut = 0;
     const char *stop = "every candidate was measured";
+    char note[64];
     for (int i = 0; i < n_cand; i++) {
         int b = cand[i];
         size_t plan = plan_total(run, r->be, b, &p);
@@ -255,6 +283,12 @@ static ct_status search_auto(ct_run *run, ct_replica *r, size_t budget, size_t c
         if (measured && ct_clock_seconds() - started > t->batch_search_seconds) {
             stop = "batch_search_seconds ran out";
             break;
+        }
+        if (b > top) {
+            snprintf(note, sizeof note, "%ld steps an epoch, under min_steps_per_epoch", run->train.count / b);
+            add_trial(s, &spare, b, 0, -1.0, plan, note);
+            cut++;
+            continue;
         }
         double ips = -1.0;
         ct_status st = try_batch(run, r, b, TIMED_STEPS, &ips, err);
@@ -278,6 +312,24 @@ static ct_status search_auto(ct_run *run, ct_replica *r, size_t budget, size_t c
             break;
         }
     }
+    /* the doubling stopped at the bound with memory for more: the next doubling (or what fits) is
+     * the batch the bound kept out */
+    int ran_out = strcmp(stop, "every candidate was measured") == 0;
+    if (!t->n_batch_candidates && ran_out && top < max_b) {
+        long next = AUTO_FIRST;
+        while (next <= top)
+            next *= 2;
+        int b = next < max_b ? (int)next : max_b;
+        snprintf(note, sizeof note, "%ld steps an epoch, under min_steps_per_epoch", run->train.count / b);
+        add_trial(s, &spare, b, 0, -1.0, plan_total(run, r->be, b, &p), note);
+        cut++;
+    }
+    s->bounded = ran_out && cut > 0;
+    char bound_text[200];
+    if (s->bounded)
+        snprintf(bound_text, sizeof bound_text,
+                 "min_steps_per_epoch = %d kept the batch at most %d (%ld training images), below the %d that fits "
+                 "the memory", t->min_steps_per_epoch, top, run->train.count, max_b);
     if (!measured)
         return ct_fail(err, CT_ERR_NOMEM, "[train] batch = auto: no candidate batch could be bound (%s)", err->msg);
     /* the smallest measured batch within 5% of the best */
@@ -293,7 +345,7 @@ static ct_status search_auto(ct_run *run, ct_replica *r, size_t budget, size_t c
     *out = win->batch;
     snprintf(s->reason, sizeof s->reason,
              "batch %d: %.0f images/s, the smallest batch within 5%% of the best measured (%.0f at batch %d); %s",
-             win->batch, win->images_per_s, best, best_batch, stop);
+             win->batch, win->images_per_s, best, best_batch, s->bounded ? bound_text : stop);
     return CT_OK;
 }
 
@@ -323,6 +375,21 @@ static ct_status check_cap(ct_run *run, ct_backend *be)
                       mib(none.state), mib(none.backend), need);
 }
 
+/* lr_scaling = none keeps learning_rate at a batch above the one it was tuned for: fewer, larger
+ * steps at the same rate, which may fall short in the configured epochs. */
+static void lr_warning(ct_run *run, int batch)
+{
+    const ct_train_config *t = &run->cfg.train;
+    ct_batch_search *s = &run->search;
+    if (t->lr_scaling != CT_LR_SCALING_NONE || t->base_batch <= 0 || batch <= t->base_batch)
+        return;
+    snprintf(s->warning, sizeof s->warning,
+             "batch %d is above base_batch %d with lr_scaling = none: learning_rate %g, tuned for batch %d, takes "
+             "%.3gx fewer steps an epoch and may converge worse; set lr_scaling = linear or sqrt, or batch_max = %d",
+             batch, t->base_batch, (double)t->learning_rate, t->base_batch, (double)batch / (double)t->base_batch,
+             t->base_batch);
+}
+
 ct_status ct_batch_resolve(ct_run *run, int *batch)
 {
     const ct_train_config *t = &run->cfg.train;
@@ -336,6 +403,7 @@ ct_status ct_batch_resolve(ct_run *run, int *batch)
     }
     if (t->batch_mode == CT_BATCH_FIXED) {
         *batch = s->batch = t->batch;
+        lr_warning(run, t->batch);
         return CT_OK;
     }
     if (run->inference)
@@ -361,5 +429,6 @@ ct_status ct_batch_resolve(ct_run *run, int *batch)
     if (st != CT_OK)
         return st;
     *batch = s->batch = found;
+    lr_warning(run, found);
     return CT_OK;
 }

@@ -12,6 +12,19 @@ static void json_figure(char *buf, size_t n, double v, const char *fmt)
         snprintf(buf, n, "null");
 }
 
+/* s as a JSON string: quotes and backslashes escaped, control characters dropped. */
+static void json_text(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', out);
+        if ((unsigned char)*s >= 0x20)
+            fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
 static void format_rate(double per_s, char *buf, size_t n)
 {
     if (per_s >= 1e6)
@@ -120,7 +133,13 @@ int cli_on_epoch(const ct_epoch_stats *s, void *user)
                 fprintf(pr->log, "%s{\"batch\": %d, \"images_per_s\": %s, \"fits\": %s}", i ? ", " : "", t->batch,
                         ips, t->fits ? "true" : "false");
             }
-            fprintf(pr->log, "], \"batch_mode\": \"%s\"", pr->search->mode);
+            fprintf(pr->log, "], \"batch_mode\": \"%s\", \"batch_reason\": ", pr->search->mode);
+            json_text(pr->log, pr->search->reason);
+        }
+        /* lr_scaling = none above base_batch: once, with the search */
+        if (pr->search && pr->search->warning[0]) {
+            fprintf(pr->log, ", \"batch_warning\": ");
+            json_text(pr->log, pr->search->warning);
         }
         pr->search = NULL;
         char gpu[32], mem[32], power[32], clock[32], cpu[32], machine[32];
@@ -170,4 +189,6 @@ void cli_print_batch_search(const ct_batch_search *s, const ct_lr_scaling_info *
         printf("cutrain: lr_scaling = none: learning_rate %g is used as is at batch %d; linear scaling would "
                "multiply it by %d / the batch it was tuned for (set lr_scaling and base_batch)\n",
                lr->learning_rate, lr->batch, lr->batch);
+    if (s->warning[0])
+        printf("cutrain: warning: %s\n", s->warning);
 }
