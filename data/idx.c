@@ -192,6 +192,15 @@ static ct_status open_images(idx_file *f, const char *path, ct_shape *shape, ct_
     return check_claim(f, (unsigned long long)f->dims[0] * h * w * c, claim, err);
 }
 
+/* Opens a label file, its count checked against its size. */
+static ct_status open_labels(idx_file *f, const char *path, ct_err *err)
+{
+    ct_status st = idx_open(f, path, label_ndims, "label", err);
+    char claim[48];
+    snprintf(claim, sizeof claim, "%u labels", (unsigned)f->dims[0]);
+    return st == CT_OK ? check_claim(f, f->dims[0], claim, err) : st;
+}
+
 /* Reads up to `want` bytes into a new buffer. The buffer grows as data arrives instead of being
  * sized from the header, so a header that claims billions of images costs no more memory than
  * the file holds. *got < want means the payload ended early; the caller words that message. */
@@ -247,11 +256,7 @@ static ct_status check_trailer(idx_file *f, ct_err *err)
 static ct_status read_labels(idx_file *f, uint8_t **labels, int *classes, long *top_at, ct_err *err)
 {
     size_t n = f->dims[0], got = 0;
-    char claim[48];
-    snprintf(claim, sizeof claim, "%zu labels", n);
-    ct_status st = check_claim(f, n, claim, err);
-    if (st == CT_OK)
-        st = read_payload(f, n, labels, &got, err);
+    ct_status st = read_payload(f, n, labels, &got, err);
     if (st == CT_OK && got < n)
         st = ct_fail(err, CT_ERR_DATA, "%s: truncated: header says %zu labels, file holds %zu",
                      f->path, n, got);
@@ -326,7 +331,7 @@ ct_status ct_idx_load(ct_dataset *ds, const char *images_path, const char *label
     /* Both headers first: a count mismatch is reported before any pixel is read. */
     ct_status st = open_images(&fi, images_path, &shape, err);
     if (st == CT_OK && labels_path)
-        st = idx_open(&fl, labels_path, label_ndims, "label", err);
+        st = open_labels(&fl, labels_path, err);
     if (st == CT_OK && labels_path && fl.dims[0] != fi.dims[0])
         st = ct_fail(err, CT_ERR_DATA, "%s holds %u images but %s holds %u labels", images_path,
                      (unsigned)fi.dims[0], labels_path, (unsigned)fl.dims[0]);

@@ -13,7 +13,7 @@ static volatile sig_atomic_t stop_signal;
  * one line saying so. Only async-signal-safe calls: write, signal, raise. */
 static void on_signal(int sig)
 {
-    static const char first[] = "\ncutrain: stopping after this step (a second Ctrl-C ends at once, unsaved)\n";
+    static const char first[] = "\ncutrain: stopping as soon as it is safe (a second Ctrl-C ends at once, unsaved)\n";
     static const char second[] = "\ncutrain: second signal: ending at once, nothing saved\n";
     int again = stop_signal != 0;
     ssize_t ignored = write(STDERR_FILENO, again ? second : first, (again ? sizeof second : sizeof first) - 1);
