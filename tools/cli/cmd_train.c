@@ -156,8 +156,10 @@ static int cmd_train(const cli_options *opt)
         if (st == CT_OK && !opt->quiet)
             printf("cutrain: resumed from %s at epoch %d, step %ld\n", path, ct_epochs_done(net), ct_steps_done(net));
         /* on stderr even with --quiet: it is about what this run will (not) do */
-        if (st == CT_OK && ct_resume_note(net)[0])
+        if (st == CT_OK && ct_resume_note(net)[0]) {
+            fflush(stdout);
             fprintf(stderr, "cutrain: note: %s\n", ct_resume_note(net));
+        }
     }
     if (st != CT_OK)
         return stopped_early(net, st, CLI_FAILURE);
