@@ -817,5 +817,6 @@ ct_status ct_checkpoint_read_file(const char *path, size_t limit, uint8_t **buf,
     *len = 0;
     if (!path)
         return ct_fail(err, CT_ERR_USAGE, "ct_checkpoint_read_file: path is NULL");
-    return ct_file_read(path, CT_FILE_STREAM, limit, limit ? "a cutrain checkpoint of this network" : "a cutrain checkpoint", buf, len, err);
+    const char *what = limit ? "a cutrain checkpoint of this network" : "a cutrain checkpoint";
+    return ct_file_read(path, CT_FILE_STREAM, limit, what, buf, len, err);
 }
