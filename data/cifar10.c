@@ -121,8 +121,9 @@ static ct_status count_records(const char *path, long *records, ct_err *err)
     /* its size counts the records, and it is read twice (sized, then read): a regular file only */
     if (!S_ISREG(sb.st_mode))
         return ct_fail(err, CT_ERR_IO, "%s: %s, not a CIFAR-10 file: give a regular file", path,
-                       S_ISFIFO(sb.st_mode) ? "a FIFO or pipe" : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
-                                                                                                   : "not a regular file");
+                       S_ISFIFO(sb.st_mode)                          ? "a FIFO or pipe"
+                       : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                                                                     : "not a regular file");
     if (sb.st_size <= 0 || sb.st_size % CIFAR_RECORD != 0)
         return ct_fail(err, CT_ERR_DATA,
                        "%s: size %lld bytes is not a positive multiple of the %d-byte CIFAR-10 record",

@@ -200,8 +200,8 @@ int main(void)
     CHECK_MSG(run("eval --config small.ini --weights /dev/zero") == 1 &&
                   ct_contains(out, "/dev/zero: a character device, not a cutrain checkpoint"), "got: %s", out);
     bad++;
-    CHECK_MSG(run("summary --config /dev/zero") == 1 && ct_contains(out, "/dev/zero: a character device, not a config file"),
-              "got: %s", out);
+    CHECK_MSG(run("summary --config /dev/zero") == 1 &&
+                  ct_contains(out, "/dev/zero: a character device, not a config file"), "got: %s", out);
     /* an endless pipe stops at the bound the network (or the config's size limit) sets */
     bad++;
     snprintf(cmd, sizeof cmd, "cat /dev/zero | %s eval --config small.ini --weights /dev/stdin", cli());
@@ -226,7 +226,8 @@ int main(void)
     bad++;
     CHECK_MSG(run("--config idx.ini --set data.train_labels=/dev/zero") == 1 &&
                   ct_contains(out, "/dev/zero: a character device, not an IDX label file"), "got: %s", out);
-    write_file("cifar.ini", "[data]\nformat = cifar10\ntrain = /dev/zero\n[train]\nepochs = 1\nbatch = 8\ndevices = cpu\n"
+    write_file("cifar.ini", "[data]\nformat = cifar10\ntrain = /dev/zero\n"
+                            "[train]\nepochs = 1\nbatch = 8\ndevices = cpu\n"
                             "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 10\n");
     bad++;
     CHECK_MSG(run("--config cifar.ini") == 1 && ct_contains(out, "/dev/zero: a device, not a CIFAR-10 file"),
@@ -238,8 +239,8 @@ int main(void)
                   !ct_contains(out, "magic"), "got: %s", out);
     /* a FIFO named like an image never blocks predict */
     bad++;
-    snprintf(cmd, sizeof cmd, "mkfifo pic.png && timeout 20 %s predict --config small.ini --weights ck/best.ckpt pic.png",
-             cli());
+    snprintf(cmd, sizeof cmd,
+             "mkfifo pic.png && timeout 20 %s predict --config small.ini --weights ck/best.ckpt pic.png", cli());
     CHECK_MSG((rc = sh(cmd)) == 1 && ct_contains(out, "pic.png is not a JPEG or PNG file"), "exit %d: %s", rc, out);
 
     /* ---- an open blocked on a FIFO, interrupted; a second Ctrl-C ---- */

@@ -373,7 +373,8 @@ static void test_idx_files(void)
     tmp_path(q, sizeof q, "short-labels");
     write_file(q, lab_short, sizeof lab_short);
     write_idx_images(p, 10, 10, 2, 2);
-    expect_idx_fail(p, q, CT_ERR_DATA, q, "the header claims 10 labels (10 bytes after the header) but the file has 4 bytes");
+    expect_idx_fail(p, q, CT_ERR_DATA, q,
+                    "the header claims 10 labels (10 bytes after the header) but the file has 4 bytes");
 
     /* Empty file; header cut short; zero and absurd sizes. */
     tmp_path(p, sizeof p, "empty");

@@ -428,7 +428,8 @@ static ct_status take_local_gpu(ct_net *net, int size, ct_device **dev, ct_backe
     int rank = 0, world = 0, local = 0;
     ct_world_launcher(&rank, &world, &local);
     if (local >= net->n_gpus)
-        return ct_config_fail_train(&net->run.err, CT_ERR_CONFIG, &net->run.cfg, net->run.cfg.train.devices_line, "devices",
+        return ct_config_fail_train(&net->run.err, CT_ERR_CONFIG, &net->run.cfg, net->run.cfg.train.devices_line,
+                                    "devices",
                           "devices = %s in one of %d processes (mpirun, srun): rank %d is process %d on its machine, "
                           "but devices lists %d GPU%s there; launch one process per GPU", net->run.cfg.train.devices,
                           size, rank, local, net->n_gpus, net->n_gpus == 1 ? "" : "s");
