@@ -201,6 +201,10 @@ ct_status ct_image_index_add_path(ct_image_index *ix, const char *path, int labe
         return ct_fail(err, CT_ERR_DATA, "%s: %s", path, strerror(errno));
     if (S_ISDIR(sb.st_mode))
         return walk(ix, path, label, 0, err);
+    /* read when its batch comes, maybe more than once: a pipe would block or be gone, a device never end */
+    if (!S_ISREG(sb.st_mode))
+        return ct_fail(err, CT_ERR_DATA, "%s: %s, not an image file: give a regular JPEG or PNG file", path,
+                       S_ISFIFO(sb.st_mode) ? "a FIFO or pipe" : "a device or other special file");
     long long size;
     if (!sniff_file(path, &size))
         return ct_fail(err, CT_ERR_DATA, "%s is not a JPEG or PNG file (judged by its first bytes)", path);

@@ -241,7 +241,7 @@ int main(void)
     bad++;
     snprintf(cmd, sizeof cmd,
              "mkfifo pic.png && timeout 20 %s predict --config small.ini --weights ck/best.ckpt pic.png", cli());
-    CHECK_MSG((rc = sh(cmd)) == 1 && ct_contains(out, "pic.png is not a JPEG or PNG file"), "exit %d: %s", rc, out);
+    CHECK_MSG((rc = sh(cmd)) == 1 && ct_contains(out, "pic.png: a FIFO or pipe, not an image file"), "exit %d: %s", rc, out);
 
     /* ---- an open blocked on a FIFO, interrupted; a second Ctrl-C ---- */
     blocked_open("config", SIGINT, 130);
