@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "base/file.h"
 #include "data/format.h"
 
 #define CIFAR_SIDE 32
@@ -116,6 +118,12 @@ static ct_status count_records(const char *path, long *records, ct_err *err)
     if (S_ISDIR(sb.st_mode))
         return ct_fail(err, CT_ERR_CONFIG,
                        "%s: is a folder (give one folder alone, or a comma list of files)", path);
+    /* its size counts the records, and it is read twice (sized, then read): a regular file only */
+    if (!S_ISREG(sb.st_mode))
+        return ct_fail(err, CT_ERR_IO, "%s: %s, not a CIFAR-10 file: give a regular file", path,
+                       S_ISFIFO(sb.st_mode)                          ? "a FIFO or pipe"
+                       : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                                                                     : "not a regular file");
     if (sb.st_size <= 0 || sb.st_size % CIFAR_RECORD != 0)
         return ct_fail(err, CT_ERR_DATA,
                        "%s: size %lld bytes is not a positive multiple of the %d-byte CIFAR-10 record",
@@ -137,9 +145,15 @@ static void chw_to_hwc(const uint8_t *planes, uint8_t *img)
 static ct_status read_records(const char *path, long records, uint8_t *images, uint8_t *labels,
                               ct_err *err)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return ct_fail(err, CT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
+    ct_status opened = ct_file_open(path, CT_FILE_REGULAR, "a CIFAR-10 file", &fd, err);
+    if (opened != CT_OK)
+        return opened;
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp) {
+        close(fd);
+        return ct_fail(err, CT_ERR_NOMEM, "%s: cannot open: %s", path, strerror(errno));
+    }
     uint8_t rec[CIFAR_RECORD];
     ct_status st = CT_OK;
     for (long r = 0; r < records && st == CT_OK; r++) {

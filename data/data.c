@@ -96,6 +96,16 @@ ct_status ct_data_load(const ct_data_settings *dc, uint64_t seed, ct_dataset *tr
     return st;
 }
 
+void ct_data_largest_label(const ct_data_settings *dc, char *text, size_t size)
+{
+    const ct_data_format_def *def = NULL;
+    ct_err ignored;
+    if (size)
+        text[0] = '\0';
+    if (size && check_config(dc, &def, &ignored) == CT_OK && def->largest_label)
+        def->largest_label(dc, text, size);
+}
+
 ct_status ct_data_probe(const ct_data_settings *dc, ct_shape *shape, int *classes, ct_err *err)
 {
     const ct_data_format_def *def = NULL;

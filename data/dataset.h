@@ -18,6 +18,7 @@ typedef struct ct_dataset {
     long count;
     ct_shape shape;
     int classes;       /* 1 + the largest label (10 for the formats here) */
+    long top_label_at; /* the index of the first sample with the largest label */
     /* A set decoded on demand (format = imagefolder): images is NULL and the format's record reads
      * each sample (data/format.h); `source` is the format's own state (the file index). */
     void *source;
@@ -80,6 +81,9 @@ void ct_dataset_free(ct_dataset *ds);
 ct_status ct_data_load(const ct_data_settings *dc, uint64_t seed, ct_dataset *train, ct_dataset *test, ct_err *err);
 /* The per-sample input shape and class count, without loading everything. */
 ct_status ct_data_probe(const ct_data_settings *dc, ct_shape *shape, int *classes, ct_err *err);
+/* Where ct_data_probe's class count came from, in words ("label 255 at index 7 of FILE, the
+ * largest"), for formats whose count is read off the labels; "" otherwise. */
+void ct_data_largest_label(const ct_data_settings *dc, char *text, size_t size);
 
 typedef struct ct_augment {
     int crop_pad;      /* pad by this many zero pixels, then crop back at a random offset */

@@ -62,6 +62,9 @@ typedef struct ct_data_format_def {
     ct_status (*open)(const ct_data_settings *dc, ct_data_split split, uint64_t seed, ct_dataset *ds, ct_err *err);
     /* The per-sample shape and class count of the training set, reading as little as it can. */
     ct_status (*probe)(const ct_data_settings *dc, ct_shape *shape, int *classes, ct_err *err);
+    /* Where the class count came from, for a network whose output disagrees with it (NULL: the
+     * format's count needs no explaining): the label file, index and value of the largest label. */
+    void (*largest_label)(const ct_data_settings *dc, char *text, size_t size);
     /* Formats that decode on demand (NULL for formats whose open loads every sample): one thread's
      * reading state (reader_new, made by each worker when it starts; reader_free), and the
      * decode of sample `index` of a set it opened at position i of a batch into x: (h, w, c)

@@ -14,16 +14,23 @@
 #include <string.h>
 #include <zlib.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/file.h"
 #include "data/format.h"
 
 #define IDX_TYPE_UBYTE 0x08
 #define IDX_MAX_SAMPLE (1u << 24)      /* bytes per image: rejects absurd headers before malloc */
 #define IDX_FIRST_CHUNK (1u << 24)     /* payload buffers grow from here, see read_payload */
 #define IDX_MAX_READ (1u << 30)        /* gzread takes an unsigned and returns an int */
+/* deflate's best ratio is about 1032:1, so a gzip file of n bytes inflates to at most this many */
+#define GZIP_MAX_RATIO 1100u
 
 typedef struct idx_file {
     gzFile gz;
     const char *path;
+    long long file_bytes;   /* the file's size on disk, which bounds what its header may claim */
     int ndims;
     uint32_t dims[4];
 } idx_file;
@@ -93,11 +100,21 @@ static ct_status idx_open(idx_file *f, const char *path, const int *ndims_ok, co
 {
     memset(f, 0, sizeof *f);
     f->path = path;
-    errno = 0;
-    f->gz = gzopen(path, "rb");
-    if (!f->gz)
-        return ct_fail(err, errno ? CT_ERR_IO : CT_ERR_NOMEM, "%s: cannot open: %s", path,
-                       errno ? strerror(errno) : "out of memory");
+    /* a regular file only: it is opened more than once (its header, then its data), so a pipe's
+     * first reader would take the header from the next; a device would never end */
+    char kind[32];
+    snprintf(kind, sizeof kind, "an IDX %s file", what);
+    int fd;
+    ct_status st = ct_file_open(path, CT_FILE_REGULAR, kind, &fd, err);
+    if (st != CT_OK)
+        return st;
+    struct stat sb;
+    f->file_bytes = fstat(fd, &sb) == 0 ? (long long)sb.st_size : -1;
+    f->gz = gzdopen(fd, "rb");
+    if (!f->gz) {
+        close(fd);
+        return ct_fail(err, CT_ERR_NOMEM, "%s: cannot open: out of memory", path);
+    }
     gzbuffer(f->gz, 1u << 17);   /* the default 8 KiB makes decompression call overhead-bound */
 
     unsigned char head[4 + 4 * 4];
@@ -129,6 +146,26 @@ static ct_status idx_open(idx_file *f, const char *path, const int *ndims_ok, co
     return CT_OK;
 }
 
+/* The header's claim against the file's size, before anything is read by it: `payload` bytes after
+ * the header cannot come from a raw file with fewer, nor from a gzip file that small. */
+static ct_status check_claim(const idx_file *f, unsigned long long payload, const char *claim, ct_err *err)
+{
+    if (f->file_bytes < 0)
+        return CT_OK;
+    unsigned long long head = 4u + 4u * (unsigned)f->ndims, size = (unsigned long long)f->file_bytes;
+    if (gzdirect(f->gz)) {
+        if (size < head || payload > size - head)
+            return ct_fail(err, CT_ERR_DATA, "%s: the header claims %s (%llu bytes after the header) but the file "
+                                             "has %llu bytes: truncated, or a wrong header",
+                           f->path, claim, payload, size > head ? size - head : 0ull);
+    } else if (payload / GZIP_MAX_RATIO > size) {
+        return ct_fail(err, CT_ERR_DATA, "%s: the header claims %s (%llu bytes) but a gzip file of %llu bytes "
+                                         "cannot hold that many: truncated, or a wrong header",
+                       f->path, claim, payload, size);
+    }
+    return CT_OK;
+}
+
 static const int image_ndims[] = {3, 4, 0};
 static const int label_ndims[] = {1, 0};
 
@@ -149,7 +186,19 @@ static ct_status open_images(idx_file *f, const char *path, ct_shape *shape, ct_
     shape->h = (int)h;
     shape->w = (int)w;
     shape->c = (int)c;
-    return CT_OK;
+    char claim[96];
+    snprintf(claim, sizeof claim, "%u images of %ux%ux%u", (unsigned)f->dims[0], (unsigned)h, (unsigned)w,
+             (unsigned)c);
+    return check_claim(f, (unsigned long long)f->dims[0] * h * w * c, claim, err);
+}
+
+/* Opens a label file, its count checked against its size. */
+static ct_status open_labels(idx_file *f, const char *path, ct_err *err)
+{
+    ct_status st = idx_open(f, path, label_ndims, "label", err);
+    char claim[48];
+    snprintf(claim, sizeof claim, "%u labels", (unsigned)f->dims[0]);
+    return st == CT_OK ? check_claim(f, f->dims[0], claim, err) : st;
 }
 
 /* Reads up to `want` bytes into a new buffer. The buffer grows as data arrives instead of being
@@ -204,7 +253,7 @@ static ct_status check_trailer(idx_file *f, ct_err *err)
 
 /* Reads every label (they are small) so that `classes` describes the whole file, not only the
  * first `limit` samples. */
-static ct_status read_labels(idx_file *f, uint8_t **labels, int *classes, ct_err *err)
+static ct_status read_labels(idx_file *f, uint8_t **labels, int *classes, long *top_at, ct_err *err)
 {
     size_t n = f->dims[0], got = 0;
     ct_status st = read_payload(f, n, labels, &got, err);
@@ -219,8 +268,12 @@ static ct_status read_labels(idx_file *f, uint8_t **labels, int *classes, ct_err
         return st;
     }
     int top = 0;
+    *top_at = 0;
     for (size_t i = 0; i < n; i++)
-        top = (*labels)[i] > top ? (*labels)[i] : top;
+        if ((*labels)[i] > top) {
+            top = (*labels)[i];
+            *top_at = (long)i;
+        }
     *classes = top + 1;
     return CT_OK;
 }
@@ -273,11 +326,12 @@ ct_status ct_idx_load(ct_dataset *ds, const char *images_path, const char *label
     ct_shape shape;
     uint8_t *labels = NULL, *images = NULL;
     int classes = 0;
+    long top_at = 0;
 
     /* Both headers first: a count mismatch is reported before any pixel is read. */
     ct_status st = open_images(&fi, images_path, &shape, err);
     if (st == CT_OK && labels_path)
-        st = idx_open(&fl, labels_path, label_ndims, "label", err);
+        st = open_labels(&fl, labels_path, err);
     if (st == CT_OK && labels_path && fl.dims[0] != fi.dims[0])
         st = ct_fail(err, CT_ERR_DATA, "%s holds %u images but %s holds %u labels", images_path,
                      (unsigned)fi.dims[0], labels_path, (unsigned)fl.dims[0]);
@@ -287,7 +341,7 @@ ct_status ct_idx_load(ct_dataset *ds, const char *images_path, const char *label
     if (st == CT_OK && (size_t)keep > SIZE_MAX / ct_shape_size(shape))
         st = ct_fail(err, CT_ERR_DATA, "%s: %ld images do not fit in memory", images_path, keep);
     if (st == CT_OK && labels_path)
-        st = read_labels(&fl, &labels, &classes, err);
+        st = read_labels(&fl, &labels, &classes, &top_at, err);
     if (st == CT_OK)
         st = read_images(&fi, shape, keep, &images, err);
     /* Images alone: labels 0. Allocated only once the images are read, so `keep` is backed by
@@ -309,6 +363,7 @@ ct_status ct_idx_load(ct_dataset *ds, const char *images_path, const char *label
     ds->count = keep;
     ds->shape = shape;
     ds->classes = classes;
+    ds->top_label_at = top_at;
     return CT_OK;
 }
 
@@ -356,4 +411,22 @@ static ct_status probe_set(const ct_data_settings *dc, ct_shape *shape, int *cla
     return st == CT_OK ? probe_classes(dc, classes, err) : st;
 }
 
-const ct_data_format_def ct_data_format_idx = {CT_DATA_KEYS(idx_keys), .open = open_set, .probe = probe_set};
+/* probe_classes again, saying which file, index and value gave the count. */
+static void largest_label(const ct_data_settings *dc, char *text, size_t size)
+{
+    const char *files[2] = {dc->train_labels, dc->test ? dc->test_labels : NULL};
+    const char *images[2] = {dc->train, dc->test};
+    int best = -1;
+    for (int i = 0; i < 2; i++) {
+        ct_dataset ds;
+        ct_err ignored;
+        if (files[i] && ct_idx_load(&ds, images[i], files[i], 1, &ignored) == CT_OK && ds.classes - 1 > best) {
+            best = ds.classes - 1;
+            snprintf(text, size, "label %d at index %ld of %s, the largest", best, ds.top_label_at, files[i]);
+        }
+        ct_dataset_free(&ds);
+    }
+}
+
+const ct_data_format_def ct_data_format_idx = {CT_DATA_KEYS(idx_keys), .open = open_set, .probe = probe_set,
+                                               .largest_label = largest_label};

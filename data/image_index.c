@@ -122,13 +122,14 @@ void ct_image_names_free(char **names, int n) { free_names(names, n); }
 /* Whether the file's first bytes are a JPEG or PNG. */
 static int sniff_file(const char *path, long long *size)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* without blocking, and regular files only: a FIFO or a device named like an image is no image */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return 0;
-    uint8_t head[8];
-    ssize_t got = read(fd, head, sizeof head);
     struct stat sb;
-    int ok = fstat(fd, &sb) == 0;
+    int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
+    uint8_t head[8];
+    ssize_t got = ok ? read(fd, head, sizeof head) : -1;
     close(fd);
     *size = ok ? (long long)sb.st_size : 0;
     return ok && got > 0 && ct_image_sniff(head, (size_t)got) != CT_IMAGE_UNKNOWN;
@@ -200,6 +201,10 @@ ct_status ct_image_index_add_path(ct_image_index *ix, const char *path, int labe
         return ct_fail(err, CT_ERR_DATA, "%s: %s", path, strerror(errno));
     if (S_ISDIR(sb.st_mode))
         return walk(ix, path, label, 0, err);
+    /* read when its batch comes, maybe more than once: a pipe would block or be gone, a device never end */
+    if (!S_ISREG(sb.st_mode))
+        return ct_fail(err, CT_ERR_DATA, "%s: %s, not an image file: give a regular JPEG or PNG file", path,
+                       S_ISFIFO(sb.st_mode) ? "a FIFO or pipe" : "a device or other special file");
     long long size;
     if (!sniff_file(path, &size))
         return ct_fail(err, CT_ERR_DATA, "%s is not a JPEG or PNG file (judged by its first bytes)", path);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/file.h"
@@ -147,9 +148,15 @@ static ct_status file_bytes(const ct_image_entry *e, folder_reader *r, ct_sample
         *n = (size_t)e->size;
         return CT_OK;
     }
-    int fd = open(e->path, O_RDONLY | O_CLOEXEC);
+    /* the index took regular files only: one swapped since for a FIFO must not block a worker */
+    int fd = open(e->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return ct_fail(err, CT_ERR_IO, "cannot open: %s", strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return ct_fail(err, CT_ERR_IO, "no longer a regular file (it changed since the folder was indexed)");
+    }
     size_t want = (size_t)e->size;
     if (want > r->cap) {
         uint8_t *g = realloc(r->buf, want);
@@ -304,7 +311,7 @@ static ct_status cache_files(ct_image_index *ix, const char *root, ct_err *err)
     for (long i = 0; i < ix->count; i++) {
         ct_image_entry *e = &ix->entries[i];
         size_t len = 0;
-        ct_status st = ct_file_read(e->path, 0, &e->bytes, &len, err);
+        ct_status st = ct_file_read(e->path, CT_FILE_REGULAR, 0, "an image file", &e->bytes, &len, err);
         if (st != CT_OK)
             return st;
         e->size = (long long)len;

@@ -200,6 +200,10 @@ ct_status ct_load(ct_net *net, const char *path);
  * message naming the checkpoint, the folder and both hashes. A checkpoint without a hash or
  * names (IDX, CIFAR-10, synthetic data, older checkpoints) loads as with ct_load. */
 ct_status ct_resume(ct_net *net, const char *path);
+/* What the last ct_resume means beyond the state it restored, "" when nothing: the checkpoint was
+ * trained with another optimizer (its moments are dropped, the config's start from zero), or it is
+ * at or past [train] epochs (nothing is left to train; ct_fit returns at once). Never NULL. */
+const char *ct_resume_note(const ct_net *net);
 /* The class names predictions can be printed with: those of the checkpoint last loaded when it
  * carries them, else the training set's once prepared (an image folder's class folders, in label
  * order). ct_class_name_count is 0 when there are none; ct_class_name is NULL then, and for an

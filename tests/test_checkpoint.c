@@ -637,7 +637,7 @@ static void test_file_round_trip(const char *dir)
     CHECK_MSG(ct_checkpoint_write_file(path, buf, len, &err) == CT_OK, "%s", err.msg);
     uint8_t *read = NULL;
     size_t read_len = 0;
-    CHECK_MSG(ct_checkpoint_read_file(path, &read, &read_len, &err) == CT_OK, "%s", err.msg);
+    CHECK_MSG(ct_checkpoint_read_file(path, 0, &read, &read_len, &err) == CT_OK, "%s", err.msg);
     CHECK(read_len == len && read && memcmp(read, buf, len) == 0);
     if (read && ct_checkpoint_parse(read, read_len, path, &back, &err) == CT_OK) {
         const char *diff = difference(&ck, &back);
@@ -650,7 +650,7 @@ static void test_file_round_trip(const char *dir)
     unlink(path);
 
     /* Reading a missing file names it. */
-    CHECK(ct_checkpoint_read_file(path, &read, &read_len, &err) == CT_ERR_IO);
+    CHECK(ct_checkpoint_read_file(path, 0, &read, &read_len, &err) == CT_ERR_IO);
     CHECK_MSG(starts_with_source(err.msg, path) && ct_contains(err.msg, strerror(ENOENT)), "%s", err.msg);
     CHECK(read == NULL);
 
@@ -740,7 +740,7 @@ static void test_sigkill(const char *dir)
         uint8_t *buf = NULL;
         size_t len = 0;
         ct_checkpoint ck;
-        ct_status st = ct_checkpoint_read_file(path, &buf, &len, &err);
+        ct_status st = ct_checkpoint_read_file(path, 0, &buf, &len, &err);
         if (st == CT_OK)
             st = ct_checkpoint_parse(buf, len, path, &ck, &err);
         if (st == CT_OK) {

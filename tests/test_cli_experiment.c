@@ -83,7 +83,7 @@ static void test_bad_values(void)
         {"--out res --rungs 0,x", "unknown rung 'x'", 2},
         {"--out res --rungs 3-1", "upwards", 2},
         {"--out res --rungs 0,", "','", 2},
-        {"--out res --steps 0", "--steps needs a whole number >= 1", 2},
+        {"--out res --steps 0", "--steps needs a whole number from 1 to", 2},
         {"--out res --seconds 0", "--seconds needs a positive number", 2},
         {"--out res --steps 3 --seconds 2", "not both", 2},
         {"--out res --batch 64", "--batch (the rungs choose the batch) does not apply", 2},

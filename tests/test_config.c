@@ -699,7 +699,7 @@ static void test_batch_keys(void)
         }
         ct_ini_free(&ini);
     }
-    /* an override's search keeps no file line: its errors name [train] */
+    /* an override's search keeps no file line: its errors name --set train.batch (line -1) */
     ct_ini ini;
     ct_config cfg;
     ct_err err;
@@ -709,7 +709,7 @@ static void test_batch_keys(void)
     ct_status st = ct_config_load(&cfg, &ini, &err);
     CHECK_MSG(st == CT_OK, "%s", err.msg);
     if (st == CT_OK) {
-        CHECK(cfg.train.batch_mode == CT_BATCH_AUTO && cfg.train.batch_line == 0);
+        CHECK(cfg.train.batch_mode == CT_BATCH_AUTO && cfg.train.batch_line == -1);   /* -1: from --set */
         ct_config_free(&cfg);
     }
     ct_ini_free(&ini);

@@ -305,7 +305,7 @@ static void test_idx_files(void)
                     "No such file");
     expect_idx_fail(ri, "/nonexistent/ct/labels", CT_ERR_IO, "/nonexistent/ct/labels", "No such file");
     /* A folder where a file should be. */
-    expect_idx_fail(tmp_root, rl, CT_ERR_IO, tmp_root, "cannot read");
+    expect_idx_fail(tmp_root, rl, CT_ERR_IO, tmp_root, "a folder, not an IDX image file");
 
     /* Truncated gzip: the first half of the real label file, then the first MB of the images. */
     uint8_t *gzl = read_file(vl, &n);
@@ -356,14 +356,14 @@ static void test_idx_files(void)
     expect_idx_fail(vi, tl, CT_ERR_DATA, vi, "10000 images but");
     expect_idx_fail(vi, tl, CT_ERR_DATA, tl, "60000 labels");
 
-    /* Header claims more images than the file holds. */
+    /* Header claims more images than the file holds: refused by the file's size, before reading. */
     tmp_path(p, sizeof p, "short-images");
     write_idx_images(p, 10, 5, 28, 28);
     uint8_t labels10[10] = {0};
     tmp_path(q, sizeof q, "ten-labels");
     write_idx_labels(q, labels10, 10);
     expect_idx_fail(p, q, CT_ERR_DATA, p,
-                    "truncated: header says 10 images of 28x28, file holds 3920 bytes of pixel data");
+                    "the header claims 10 images of 28x28x1 (7840 bytes after the header) but the file has 3920 bytes");
 
     /* Labels truncated on a raw file. */
     uint8_t lab_short[8 + 4];
@@ -373,7 +373,8 @@ static void test_idx_files(void)
     tmp_path(q, sizeof q, "short-labels");
     write_file(q, lab_short, sizeof lab_short);
     write_idx_images(p, 10, 10, 2, 2);
-    expect_idx_fail(p, q, CT_ERR_DATA, q, "header says 10 labels, file holds 4");
+    expect_idx_fail(p, q, CT_ERR_DATA, q,
+                    "the header claims 10 labels (10 bytes after the header) but the file has 4 bytes");
 
     /* Empty file; header cut short; zero and absurd sizes. */
     tmp_path(p, sizeof p, "empty");
@@ -391,7 +392,8 @@ static void test_idx_files(void)
     tmp_path(p, sizeof p, "huge-images");
     write_idx_images(p, 3, 0, 65536, 65536);
     expect_idx_fail(p, rl, CT_ERR_DATA, p, "too large");
-    /* A header claiming 4 billion images must fail as truncated, not as an allocation. */
+    /* A header claiming 4 billion images (or labels) fails against the file's size, before any
+     * read or allocation. */
     tmp_path(p, sizeof p, "billions");
     write_idx_images(p, 0xffffffffu, 2, 4, 5);
     uint8_t lab_big[8];
@@ -399,7 +401,9 @@ static void test_idx_files(void)
     put32(lab_big + 4, 0xffffffffu);
     tmp_path(q, sizeof q, "billions-labels");
     write_file(q, lab_big, sizeof lab_big);
-    expect_idx_fail(p, q, CT_ERR_DATA, q, "truncated");
+    expect_idx_fail(p, q, CT_ERR_DATA, p, "the header claims 4294967295 images of 4x5x1 (85899345900 bytes");
+    expect_idx_fail(ri, q, CT_ERR_DATA, q, "the header claims 4294967295 labels (4294967295 bytes after the header) "
+                                           "but the file has 0 bytes");
 
     ct_shape shape;
     CHECK(ct_idx_probe(ri, &shape, &err) == CT_OK && shape.h == 4 && shape.w == 5 && shape.c == 1);

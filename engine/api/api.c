@@ -70,7 +70,8 @@ static ct_status read_file(const char *path, char **text, ct_err *err)
 {
     uint8_t *buf;
     size_t len;
-    ct_status st = ct_file_read(path, CT_MAX_CONFIG_BYTES, &buf, &len, err);
+    /* a pipe is read once, within the bound (bash's <(...), /dev/stdin) */
+    ct_status st = ct_file_read(path, CT_FILE_STREAM, CT_MAX_CONFIG_BYTES, "a config file", &buf, &len, err);
     if (st == CT_ERR_DATA)
         return ct_fail(err, CT_ERR_CONFIG, "%s: too large for a config file (over 16 MiB)", path);
     if (st != CT_OK)
@@ -174,6 +175,19 @@ static ct_status open_world(ct_net *net)
     return ct_world_open(&net->run.world, net->run.cfg.train.comm_timeout, &net->run.err);
 }
 
+/* The network's output disagrees with the class count the labels gave: where that count came from,
+ * so that a stray label (255 in a 10-class file) is seen as the data's fault, not the network's. */
+static void explain_classes(ct_net *net)
+{
+    char where[600];
+    ct_data_largest_label(&net->run.cfg.data, where, sizeof where);
+    size_t used = strlen(net->run.err.msg);
+    if (where[0] && used < sizeof net->run.err.msg - 1)
+        snprintf(net->run.err.msg + used, sizeof net->run.err.msg - used,
+                 " (from the labels: %s; a label file with a wrong value, or an output layer of the wrong width)",
+                 where);
+}
+
 ct_status ct_net_build_graph(ct_net *net)
 {
     if (net->run.graph_built)
@@ -192,6 +206,8 @@ ct_status ct_net_build_graph(ct_net *net)
     st = ct_data_probe(&net->run.cfg.data, &shape, &classes, &net->run.err);
     if (st == CT_OK)
         st = ct_graph_build(&net->run.graph, &net->run.cfg, shape, classes, &net->run.err);
+    if (st != CT_OK && net->run.graph.classes_mismatch)
+        explain_classes(net);
     if (st != CT_OK) {
         ct_graph_free(&net->run.graph);
         ct_config_free(&net->run.cfg);
@@ -237,7 +253,7 @@ static int gpu_list(ct_net *net, int count, int *ordinals)
         for (const char *p = devices; *p && n < CT_MAX_REPLICAS; p = strchr(p, ',') ? strchr(p, ',') + 1 : "") {
             int ordinal = atoi(p);
             if (ordinal >= count) {
-                ct_fail_at(&net->run.err, CT_ERR_CONFIG, net->run.cfg.file, t->devices_line ? t->devices_line : t->line,
+                ct_config_fail_train(&net->run.err, CT_ERR_CONFIG, &net->run.cfg, t->devices_line, "devices",
                            "devices = %s: there is no CUDA device %d (%d visible; CUDA_VISIBLE_DEVICES %s)", devices,
                            ordinal, count, getenv("CUDA_VISIBLE_DEVICES") ? "is set" : "is not set");
                 return -1;
@@ -247,7 +263,7 @@ static int gpu_list(ct_net *net, int count, int *ordinals)
     }
     /* the list's count was checked against batch with the config; all's is known only now */
     if (n > 1 && (t->batch_mode != CT_BATCH_FIXED || t->batch % n != 0)) {
-        ct_fail_at(&net->run.err, CT_ERR_CONFIG, net->run.cfg.file, t->devices_line ? t->devices_line : t->line,
+        ct_config_fail_train(&net->run.err, CT_ERR_CONFIG, &net->run.cfg, t->devices_line, "devices",
                    "devices = %s: %d GPUs train one replica each, and batch = %s does not split over them: give the "
                    "global batch as a multiple of %d", devices, n,
                    t->batch_mode == CT_BATCH_MAX ? "max" : t->batch_mode == CT_BATCH_AUTO ? "auto" : "that number", n);
@@ -412,7 +428,8 @@ static ct_status take_local_gpu(ct_net *net, int size, ct_device **dev, ct_backe
     int rank = 0, world = 0, local = 0;
     ct_world_launcher(&rank, &world, &local);
     if (local >= net->n_gpus)
-        return ct_fail_at(&net->run.err, CT_ERR_CONFIG, net->run.cfg.file, net->run.cfg.train.devices_line,
+        return ct_config_fail_train(&net->run.err, CT_ERR_CONFIG, &net->run.cfg, net->run.cfg.train.devices_line,
+                                    "devices",
                           "devices = %s in one of %d processes (mpirun, srun): rank %d is process %d on its machine, "
                           "but devices lists %d GPU%s there; launch one process per GPU", net->run.cfg.train.devices,
                           size, rank, local, net->n_gpus, net->n_gpus == 1 ? "" : "s");
@@ -451,18 +468,18 @@ static ct_status check_process_config(ct_net *net, int size)
 {
     const ct_train_config *t = &net->run.cfg.train;
     if (t->replicas > 1)
-        return ct_fail_at(&net->run.err, CT_ERR_CONFIG, net->run.cfg.file, t->devices_line,
+        return ct_config_fail_train(&net->run.err, CT_ERR_CONFIG, &net->run.cfg, t->devices_line, "devices",
                           "devices = cpu:%d in one of %d processes (mpirun, srun): each process trains one replica, "
                           "so use devices = cpu (the %d processes then train %d replicas)", t->replicas, size, size,
                           size);
     if (t->batch_mode != CT_BATCH_FIXED)
-        return ct_fail_at(&net->run.err, CT_ERR_CONFIG, net->run.cfg.file, t->batch_line,
+        return ct_config_fail_train(&net->run.err, CT_ERR_CONFIG, &net->run.cfg, t->batch_line, "batch",
                           "batch = %s in one of %d processes (mpirun, srun): the batch search runs one device; give "
                           "the global batch as a number (a multiple of %d)",
                           t->batch_mode == CT_BATCH_MAX ? "max" : "auto", size, size);
     if (t->batch % size != 0) {
         int lower = t->batch / size * size;
-        return ct_fail_at(&net->run.err, CT_ERR_CONFIG, net->run.cfg.file, t->batch_line,
+        return ct_config_fail_train(&net->run.err, CT_ERR_CONFIG, &net->run.cfg, t->batch_line, "batch",
                           "batch = %d does not split evenly over %d processes (mpirun, srun): batch is the global "
                           "batch, each process takes batch / %d; use %d or %d", t->batch, size, size,
                           lower > 0 ? lower : size, lower + size);
@@ -501,9 +518,11 @@ static ct_status open_process_replica(ct_net *net)
         st = ct_batch_resolve(&net->run, &net->run.batch);
     if (st == CT_OK) {
         net->run.cfg.train.lr_factor = ct_lr_factor(&net->run.cfg.train, net->run.batch);
+        st = ct_memory_check_plan(&net->run, &net->run.replicas[0], net->run.batch / size, 1);
+    }
+    if (st == CT_OK)
         st = ct_replica_bind(&net->run.replicas[0], &net->run.cfg, net->run.graph.input, net->run.graph.classes,
                              net->run.batch / size, t->seed, memory_limit(t), &net->run.err);
-    }
     if (st == CT_OK && t->precision == CT_PREC_FP16) {
         ct_scaler s = ct_train_scaler_start(t);
         st = be->ops->scaler_set(be, &s, &net->run.err);
@@ -567,9 +586,12 @@ static ct_status open_replicas(ct_net *net)
     if (st == CT_OK) {
         net->run.cfg.train.lr_factor = ct_lr_factor(&net->run.cfg.train, net->run.batch);
         /* an allocation failure here is explained by the binding (device, batch, plan); each
-         * replica's device is current while it binds, replica 0's again after */
+         * replica's device is current while it binds, replica 0's again after. A plan over the
+         * budget is refused first: CPU replicas share the host's memory, GPUs have their own. */
         for (int i = 0; i < n && st == CT_OK; i++) {
             st = net->run.replicas[i].dev->ops->activate(net->run.replicas[i].dev, &net->run.err);
+            if (st == CT_OK && (on_gpu || i == 0))
+                st = ct_memory_check_plan(&net->run, &net->run.replicas[i], net->run.batch / n, on_gpu ? 1 : n);
             if (st == CT_OK)
                 st = ct_replica_bind(&net->run.replicas[i], &net->run.cfg, net->run.graph.input, net->run.graph.classes,
                                      net->run.batch / n, t->seed, memory_limit(t), &net->run.err);

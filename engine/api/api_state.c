@@ -1,5 +1,6 @@
 /* The public calls that move state in and out of a network: checkpoints, the training position, the
  * class names a checkpoint carries. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,31 @@ void ct_net_forget_class_names(ct_net *net)
     net->n_class_names = 0;
 }
 
+/* What resuming from ck means beyond its state, for ct_resume_note: another optimizer's moments are
+ * dropped (ct_run_restore starts the config's from zero), and a checkpoint at or past the config's
+ * last epoch leaves nothing to train. */
+static void note_resume(ct_net *net, const ct_checkpoint *ck, const char *path)
+{
+    const ct_train_config *t = &net->run.cfg.train;
+    char *note = net->resume_note;
+    size_t size = sizeof net->resume_note, used = 0;
+    note[0] = '\0';
+    if (ck->optimizer != (uint32_t)t->optimizer)
+        used += (size_t)snprintf(note, size, "%s was trained with optimizer = %s and this config trains with %s: "
+                                 "the checkpoint's optimizer state is dropped and %s's starts from zero",
+                                 path, ct_optimizer_name(ck->optimizer), ct_optimizer_name((unsigned)t->optimizer),
+                                 ct_optimizer_name((unsigned)t->optimizer));
+    if (ck->epoch >= t->epochs && used < size)
+        snprintf(note + used, size - used, "%s%s is at epoch %d and [train] epochs = %d: nothing is left to train "
+                 "(raise epochs, e.g. --set train.epochs=%d, to train on)", used ? "; " : "", path, ck->epoch,
+                 t->epochs, ck->epoch + 1);
+}
+
+const char *ct_resume_note(const ct_net *net)
+{
+    return net ? net->resume_note : "";
+}
+
 /* ct_load and ct_resume: the checkpoint into the network, after (resuming) the check that it was
  * saved from this training set; nothing changes on a refusal. */
 static ct_status load_checkpoint(ct_net *net, const char *path, int resuming)
@@ -54,11 +80,15 @@ static ct_status load_checkpoint(ct_net *net, const char *path, int resuming)
     if (st != CT_OK)
         return st;
     ct_checkpoint ck;
+    if (resuming)
+        net->resume_note[0] = '\0';
     st = read_checkpoint(net, path, &ck);
     if (st == CT_OK && resuming)
         st = ct_run_check_dataset(&net->run, &ck, path, &net->run.err);
     if (st == CT_OK)
         st = ct_run_restore(&net->run, &ck, path, &net->run.err);
+    if (st == CT_OK && resuming)
+        note_resume(net, &ck, path);
     if (st == CT_OK) {
         net->run.last_test_accuracy = ck.test_accuracy;
         /* the names move to the handle (what predictions are printed with) */
@@ -104,7 +134,13 @@ static ct_status read_checkpoint(ct_net *net, const char *path, ct_checkpoint *c
     uint8_t *buf = NULL;
     size_t len = 0;
     memset(ck, 0, sizeof *ck);
-    ct_status st = ct_checkpoint_read_file(path, &buf, &len, &net->run.err);
+    /* the network bounds what its checkpoint can be: an endless stream stops there */
+    ct_status st = ct_net_build_graph(net);
+    if (st != CT_OK)
+        return st;
+    const ct_graph *g = &net->run.graph;
+    size_t limit = ct_checkpoint_bound((uint32_t)g->n_layers, g->n_params, g->n_state, (uint32_t)g->classes);
+    st = ct_checkpoint_read_file(path, limit, &buf, &len, &net->run.err);
     if (st == CT_OK)
         st = ct_checkpoint_parse(buf, len, path, ck, &net->run.err);
     free(buf);

@@ -20,6 +20,7 @@ struct ct_net {
      * NULL when it had none */
     char **class_names;
     int n_class_names;
+    char resume_note[512];   /* ct_resume_note: what the last ct_resume means beyond the state it restored */
 };
 
 /* Frees the loaded checkpoint's class names (ct_close, and a load that replaces them). */

@@ -38,3 +38,9 @@ const char *ct_layer_type_name(ct_layer_type t)
 {
     return (unsigned)t < CT_LAYER_TYPE_COUNT ? ct_layer_type_names[t] : "?";
 }
+
+const char *ct_optimizer_name(unsigned optimizer)
+{
+    static const char *const names[] = {"sgd", "momentum", "adam", "adamw"};
+    return optimizer < sizeof names / sizeof *names ? names[optimizer] : "?";
+}

@@ -51,6 +51,8 @@ const char *ct_layer_type_name(ct_layer_type t);
 typedef enum ct_padding { CT_PAD_VALID = 0, CT_PAD_SAME } ct_padding;
 typedef enum ct_init { CT_INIT_AUTO = 0, CT_INIT_HE, CT_INIT_GLOROT } ct_init;
 typedef enum ct_optimizer { CT_OPT_SGD = 0, CT_OPT_MOMENTUM, CT_OPT_ADAM, CT_OPT_ADAMW } ct_optimizer;
+/* "sgd", "momentum", "adam", "adamw"; "?" for a value out of range (a checkpoint's). */
+const char *ct_optimizer_name(unsigned optimizer);
 typedef enum ct_schedule { CT_SCHED_CONSTANT = 0, CT_SCHED_STEP, CT_SCHED_COSINE } ct_schedule;
 /* [train] precision: fp32 throughout, or fp16 / bf16 activations with fp32 master weights. */
 typedef enum ct_precision { CT_PREC_FP32 = 0, CT_PREC_FP16, CT_PREC_BF16 } ct_precision;

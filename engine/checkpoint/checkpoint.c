@@ -796,11 +796,27 @@ ct_status ct_checkpoint_write_file(const char *path, const uint8_t *buf, size_t 
     return fsync_folder(path, err);
 }
 
-ct_status ct_checkpoint_read_file(const char *path, uint8_t **buf, size_t *len, ct_err *err)
+/* Class names have no length cap in the format: a generous one per name keeps the bound finite. */
+#define BOUND_CLASS_NAME_BYTES 4096u
+
+size_t ct_checkpoint_bound(uint32_t n_layers, uint64_t n_params, uint64_t n_state, uint32_t classes)
+{
+    uint64_t head = (uint64_t)FIXED_HEAD_BYTES + TAIL_BYTES + MIXED_BYTES + DATASET_FIXED_BYTES +
+                    (uint64_t)n_layers * (LAYER_FIXED_BYTES + MAX_NAME_BYTES) +
+                    (uint64_t)classes * (4u + BOUND_CLASS_NAME_BYTES) + CRC_BYTES;
+    /* parameters, both moments, the state: at most 4 * (3 * n_params + n_state) bytes */
+    if (n_params > UINT64_MAX / 16u || n_state > UINT64_MAX / 8u)
+        return SIZE_MAX;
+    uint64_t floats = 4u * (3u * n_params + n_state), total = head + floats;
+    return total < head || total > SIZE_MAX ? SIZE_MAX : (size_t)total;
+}
+
+ct_status ct_checkpoint_read_file(const char *path, size_t limit, uint8_t **buf, size_t *len, ct_err *err)
 {
     *buf = NULL;
     *len = 0;
     if (!path)
         return ct_fail(err, CT_ERR_USAGE, "ct_checkpoint_read_file: path is NULL");
-    return ct_file_read(path, 0, buf, len, err);
+    const char *what = limit ? "a cutrain checkpoint of this network" : "a cutrain checkpoint";
+    return ct_file_read(path, CT_FILE_STREAM, limit, what, buf, len, err);
 }

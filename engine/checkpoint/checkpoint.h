@@ -106,7 +106,12 @@ void ct_checkpoint_free(ct_checkpoint *ck);
 
 /* Atomic replace of `path` with `len` bytes (see above). */
 ct_status ct_checkpoint_write_file(const char *path, const uint8_t *buf, size_t len, ct_err *err);
-/* Reads a whole file (malloc'd into *buf). */
-ct_status ct_checkpoint_read_file(const char *path, uint8_t **buf, size_t *len, ct_err *err);
+/* The most bytes a checkpoint of a network with these counts can take (every name at its longest,
+ * both optimizer moments, `classes` class names): the bound a read of its checkpoint stops at. */
+size_t ct_checkpoint_bound(uint32_t n_layers, uint64_t n_params, uint64_t n_state, uint32_t classes);
+/* Reads a whole file (malloc'd into *buf). `limit`: the most bytes read (ct_checkpoint_bound; 0:
+ * none), past which the file is refused as not a checkpoint; a pipe is read only with a limit, and
+ * a folder or a device never (file.h). */
+ct_status ct_checkpoint_read_file(const char *path, size_t limit, uint8_t **buf, size_t *len, ct_err *err);
 
 #endif

@@ -3,6 +3,8 @@
  * Each section kind is read against its key table (data_keys.c, train_keys.c, layer_keys.c) by
  * the common reader (table.c); here are only the whole config's rules: [data] is required, [train]
  * may be left out (all defaults), every other section is a layer, and there is at least one. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,4 +97,17 @@ void ct_config_free(ct_config *cfg)
     free(cfg->data.class_list);
     free(cfg->layers);
     memset(cfg, 0, sizeof *cfg);
+}
+
+ct_status ct_config_fail_train(ct_err *err, ct_status status, const ct_config *cfg, int key_line, const char *key,
+                               const char *fmt, ...)
+{
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (key_line < 0)
+        return ct_fail(err, status, "--set train.%s: %s", key, msg);
+    return ct_fail_at(err, status, cfg->file, key_line > 0 ? key_line : cfg->train.line, "%s", msg);
 }

@@ -54,7 +54,7 @@ typedef struct ct_train_config {
     int epochs;
     int batch;               /* the batch for CT_BATCH_FIXED; 0 until a search resolves it */
     ct_batch_mode batch_mode;
-    int batch_line;          /* file line of `batch`, 0 when from --set or the default */
+    int batch_line;          /* file line of `batch`, -1 from --set, 0 the default */
     float memory_margin;     /* fraction of the budget kept free by max and auto (0 .. 0.5) */
     int batch_max;           /* upper bound of max and auto; 0: the training set size */
     float batch_search_seconds;  /* auto: stop trying larger candidates after this long */
@@ -83,7 +83,7 @@ typedef struct ct_train_config {
     char devices[64];        /* "cpu" (cpu:N too), "all", or a comma list of ordinals */
     int replicas;            /* devices = cpu:N: N CPU replicas; a GPU list: its length; 1 for cpu
                               * and all (all is counted when the run opens) */
-    int devices_line;        /* file line of `devices`, 0 when from --set or the default */
+    int devices_line;        /* file line of `devices`, -1 from --set, 0 the default */
     float bucket_mib;        /* gradients all-reduced in buckets of this many MiB */
     float comm_timeout;      /* seconds a replica waits for the others in a collective */
     int sync_bn;             /* 1: batch norm's statistics over the global batch (all replicas) */
@@ -97,7 +97,7 @@ typedef struct ct_train_config {
     int keep;                /* checkpoints kept in the folder besides the best one */
     ct_memory_mode memory;   /* grow (allocate as needed), preallocate, or a hard limit */
     long memory_limit_mib;   /* with CT_MEMORY_LIMIT */
-    int memory_line;         /* file line of `memory`, 0 when from --set or the default */
+    int memory_line;         /* file line of `memory`, -1 from --set, 0 the default */
     int line;
 } ct_train_config;
 
@@ -131,5 +131,10 @@ typedef struct ct_config {
 
 ct_status ct_config_load(ct_config *cfg, const ct_ini *ini, ct_err *err);
 void ct_config_free(ct_config *cfg);
+/* A failure about [train] `key` whose origin is `key_line` (a *_line field above): at its file line
+ * (> 0), as "--set train.KEY: " for a command-line value (< 0: --set, or a flag that stands for it),
+ * else at the [train] header's line (the default). */
+ct_status ct_config_fail_train(ct_err *err, ct_status status, const ct_config *cfg, int key_line, const char *key,
+                               const char *fmt, ...);
 
 #endif

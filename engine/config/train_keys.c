@@ -112,7 +112,7 @@ static const ct_key_set train_set = {&train_table, 1, NULL, NULL, NULL, CT_MISPL
 static ct_status parse_batch(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
 {
     ct_train_config *t = base;
-    t->batch_line = vc->entry ? vc->entry->line : 0;
+    t->batch_line = !vc->entry ? 0 : vc->entry->line > 0 ? vc->entry->line : -1;   /* -1: --set */
     if (strcmp(text, "max") == 0 || strcmp(text, "auto") == 0) {
         t->batch_mode = text[0] == 'm' ? CT_BATCH_MAX : CT_BATCH_AUTO;
         t->batch = 0;
@@ -192,7 +192,7 @@ static ct_status parse_devices(const ct_value_ctx *vc, const ct_key_spec *ks, co
     char *out = (char *)base + ks->offset;
     const size_t size = sizeof ((ct_train_config *)0)->devices;
     ct_train_config *t = base;
-    t->devices_line = vc->entry ? vc->entry->line : 0;
+    t->devices_line = !vc->entry ? 0 : vc->entry->line > 0 ? vc->entry->line : -1;   /* -1: --set */
     t->replicas = 1;
     if (strcmp(text, "cpu") == 0 || strcmp(text, "all") == 0) {
         snprintf(out, size, "%s", text);
@@ -263,7 +263,7 @@ static ct_status parse_memory(const ct_value_ctx *vc, const ct_key_spec *ks, con
     (void)ks;
     ct_train_config *t = base;
     long mib = 0;
-    t->memory_line = vc->entry ? vc->entry->line : 0;
+    t->memory_line = !vc->entry ? 0 : vc->entry->line > 0 ? vc->entry->line : -1;   /* -1: --set */
     if (strcmp(text, "grow") == 0) {
         t->memory = CT_MEMORY_GROW;
     } else if (strcmp(text, "preallocate") == 0) {

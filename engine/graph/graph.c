@@ -71,7 +71,7 @@ static void assign_dtypes(ct_graph *g)
     }
 }
 
-static ct_status check_output(const ct_graph *g, const char *file, ct_err *err)
+static ct_status check_output(ct_graph *g, const char *file, ct_err *err)
 {
     const ct_layer *last = &g->layers[g->n_layers - 1];
     char a[48];
@@ -80,7 +80,8 @@ static ct_status check_output(const ct_graph *g, const char *file, ct_err *err)
         return ct_fail_at(err, CT_ERR_CONFIG, file, last->cfg->line,
                           "[%s] the last layer gives %s per sample; the softmax loss needs a flat "
                           "vector of %d class scores", last->cfg->name, a, g->classes);
-    if (last->out.c != g->classes)
+    g->classes_mismatch = last->out.c != g->classes;
+    if (g->classes_mismatch)
         return ct_fail_at(err, CT_ERR_CONFIG, file, last->cfg->line,
                           "[%s] the last layer gives %d values per sample but the data has %d classes",
                           last->cfg->name, last->out.c, g->classes);

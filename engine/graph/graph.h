@@ -18,6 +18,8 @@ typedef struct ct_graph {
                               * layer's weights and biases start CT_TENSOR_ALIGN-aligned
                               * (w_off, b_off), zero padding between them */
     size_t n_state;          /* elements of non-trained state (batch-norm running statistics) */
+    int classes_mismatch;    /* ct_graph_build failed as the last layer's width is not `classes`:
+                              * the caller may add where that count came from */
     ct_precision precision;  /* [train] precision: the layers' dtypes follow it */
     ct_dtype compute_dtype;  /* the layers' dtype unless pinned to fp32: fp16 or bf16 in a mixed-precision
                               * run, fp32 otherwise */

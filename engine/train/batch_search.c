@@ -65,14 +65,13 @@ static ct_batch_trial *add_trial(ct_batch_search *s, ct_batch_trial *spare, int 
     return t;
 }
 
-/* "[train] batch = max: <detail>" at the batch line (the section's when it came from --set):
+/* "[train] batch = max: <detail>" at the batch line (--set train.batch when it came from there):
  * where the search was asked for. */
 static ct_status fail_batch(ct_run *run, ct_status status, const char *detail)
 {
     const ct_train_config *t = &run->cfg.train;
-    int line = t->batch_line > 0 ? t->batch_line : t->line;
-    return ct_fail_at(&run->err, status, run->cfg.file, line, "[train] batch = %s: %s", mode_names[t->batch_mode],
-                      detail);
+    return ct_config_fail_train(&run->err, status, &run->cfg, t->batch_line, "batch", "[train] batch = %s: %s",
+                                mode_names[t->batch_mode], detail);
 }
 
 /* Batch 8 (or batch_max below it) does not fit the budget. */
@@ -367,7 +366,7 @@ static ct_status check_cap(ct_run *run, ct_backend *be)
     plan_total(run, be, 8, &eight);
     double keep = 1.0 - (double)t->memory_margin;
     long need = (long)ceil(mib(eight.total) / (keep > 0 ? keep : 1.0));
-    return ct_fail_at(&run->err, CT_ERR_CONFIG, run->cfg.file, t->memory_line > 0 ? t->memory_line : t->line,
+    return ct_config_fail_train(&run->err, CT_ERR_CONFIG, &run->cfg, t->memory_line, "memory",
                       "[train] memory = limit:%ld MiB is below what the network needs before any batch: %.1f MiB "
                       "(parameters and gradients %.1f, half copy %.1f, optimizer %.1f, state %.1f, backend %.1f); "
                       "batch 8 trains from limit:%ld",

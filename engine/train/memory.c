@@ -22,6 +22,35 @@ ct_status ct_memory_budget(const ct_train_config *t, ct_device *dev, size_t *bud
     return CT_OK;
 }
 
+ct_status ct_memory_check_plan(ct_run *run, ct_replica *r, int batch, int replicas)
+{
+    const ct_train_config *t = &run->cfg.train;
+    if (t->memory == CT_MEMORY_LIMIT || (t->memory == CT_MEMORY_PREALLOCATE && !r->dev->host_memory))
+        return CT_OK;   /* a cap is the allocator's to keep; a preallocated pool is what the device had */
+    size_t budget = 0, cap = 0;
+    ct_status st = ct_memory_budget(t, r->dev, &budget, &cap, &run->err);
+    if (st != CT_OK)
+        return st;
+    ct_memory_plan p;
+    ct_graph_plan(&run->graph, r->be, batch, t->optimizer, &p);
+    double need = (double)p.total * (replicas > 0 ? replicas : 1);
+    if (need <= (double)budget)
+        return CT_OK;
+    char each[64] = "";
+    if (replicas > 1)
+        snprintf(each, sizeof each, " (%d replicas of %.1f MiB)", replicas, mib(p.total));
+    return ct_fail(&run->err, CT_ERR_NOMEM,
+                   "the network does not fit in memory: its plan at batch %d takes %.1f MiB%s (parameters and "
+                   "gradients %.1f, optimizer %.1f, activations %.1f, activation gradients %.1f, workspace %.1f, "
+                   "inputs %.1f) but %s has %.1f MiB free, %.1f MiB less memory_margin %.0f%%; nothing was allocated. "
+                   "Use a smaller network or batch (batch = max finds the largest that fits; cutrain summary shows "
+                   "the plan)",
+                   batch, need / (1024.0 * 1024.0), each, mib(p.params + p.params_half), mib(p.optimizer),
+                   mib(p.activations), mib(p.gradients), mib(p.workspace), mib(p.inputs), r->dev->label,
+                   mib((size_t)((double)budget / (1.0 - (double)t->memory_margin))), mib(budget),
+                   100.0 * t->memory_margin);
+}
+
 ct_status ct_oom_explain(ct_run *run, ct_status st)
 {
     if (st != CT_ERR_NOMEM || !run->n_replicas || !run->graph_built)

@@ -9,6 +9,11 @@
  * are several; replica 0's today): the memory = limit: cap, else the device's free memory, less
  * memory_margin. *cap is the cap (0 without one). */
 ct_status ct_memory_budget(const ct_train_config *t, ct_device *dev, size_t *budget, size_t *cap, ct_err *err);
+/* memory = grow (and preallocate on host memory, where it grows): the plan of `replicas` replicas
+ * bound at `batch` each on r's device against its budget, before anything is allocated. A plan
+ * over the budget fails (CT_ERR_NOMEM) with both figures: growing into it would end in an
+ * allocation failure at best, and on the host in the kernel's out-of-memory kill. */
+ct_status ct_memory_check_plan(ct_run *run, ct_replica *r, int batch, int replicas);
 /* Out of memory (st CT_ERR_NOMEM) while binding or training: appends the device, the batch, its
  * plan and the budget to the run's message, and with a fixed batch suggests batch = max. Returns
  * st. */

@@ -103,6 +103,8 @@ int cli_parse_options(int argc, char **argv, int first, const cli_command *cmd, 
 int cli_check_options(const cli_command *cmd, const cli_options *opt);
 /* --help's text. */
 void cli_usage(FILE *out);
+/* One command's usage, what it does and the options it takes (`cutrain COMMAND --help`). */
+void cli_command_usage(FILE *out, const cli_command *cmd);
 
 /* Checkpoint folders (checkpoint_dir.c): DIR/ckpt-<step>.ckpt, the last `keep` kept, and
  * DIR/best.ckpt for the best test accuracy. */

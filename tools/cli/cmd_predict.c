@@ -3,9 +3,11 @@
  * (path,class,probability), told apart by the first path's bytes. The class is its name when the
  * checkpoint (or the training folder) has names, else its index. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -67,20 +69,64 @@ static int write_csv(FILE *out, ct_net *net, const ct_image_files *files, const 
     return ferror(out) ? -1 : 0;
 }
 
-/* The predictions to --out (or standard output). */
-static int write_predictions(const cli_options *opt, ct_net *net, const ct_image_files *files, const int *classes,
-                             const float *probabilities, long count)
+/* The predictions to standard output. */
+static int print_predictions(ct_net *net, const ct_image_files *files, const int *classes, const float *probabilities,
+                             long count)
 {
-    int to_stdout = !opt->out || strcmp(opt->out, "-") == 0;
-    FILE *out = to_stdout ? stdout : fopen(opt->out, "w");
-    int failed = !out || write_csv(out, net, files, classes, probabilities, count) != 0;
-    if (out && !to_stdout && fclose(out) != 0)
-        failed = 1;
-    if (failed) {
-        fprintf(stderr, "cutrain: cannot write %s: %s\n", to_stdout ? "standard output" : opt->out, strerror(errno));
+    if (write_csv(stdout, net, files, classes, probabilities, count) != 0 || fflush(stdout) != 0) {
+        fprintf(stderr, "cutrain: cannot write standard output: %s\n", strerror(errno));
         return CLI_FAILURE;
     }
     return CLI_OK;
+}
+
+/* The predictions to --out: written whole to a temporary file beside it, then renamed over it, as
+ * checkpoints are, so that a full disk or an error leaves the file as it was (or absent), never a
+ * part of it. The temporary name does not end in .csv, so a glob for the results never takes it. */
+static int write_predictions(const cli_options *opt, ct_net *net, const ct_image_files *files, const int *classes,
+                             const float *probabilities, long count)
+{
+    if (!opt->out || strcmp(opt->out, "-") == 0)
+        return print_predictions(net, files, classes, probabilities, count);
+    size_t size = strlen(opt->out) + 32;
+    char *tmp = malloc(size);
+    if (!tmp) {
+        fprintf(stderr, "cutrain: cannot write %s: out of memory\n", opt->out);
+        return CLI_FAILURE;
+    }
+    snprintf(tmp, size, "%s.tmp.%ld", opt->out, (long)getpid());
+    const char *step = "create";
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+    int saved = errno;
+    if (fd >= 0 && !out)
+        close(fd);
+    if (out) {
+        step = "write";
+        int failed = write_csv(out, net, files, classes, probabilities, count) != 0 || fflush(out) != 0;
+        if (!failed && (step = "sync", fsync(fileno(out)) != 0))
+            failed = 1;
+        saved = errno;
+        if (fclose(out) != 0 && !failed) {
+            failed = 1;
+            step = "write";
+            saved = errno;
+        }
+        if (!failed && (step = "rename", rename(tmp, opt->out) != 0)) {
+            failed = 1;
+            saved = errno;
+        }
+        if (!failed) {
+            free(tmp);
+            return CLI_OK;
+        }
+    }
+    if (fd >= 0)
+        unlink(tmp);
+    fprintf(stderr, "cutrain: cannot write %s (%s of %s failed: %s); %s\n", opt->out, step, tmp, strerror(saved),
+            access(opt->out, F_OK) == 0 ? "the file there is unchanged" : "nothing was written");
+    free(tmp);
+    return CLI_FAILURE;
 }
 
 /* IDX images, as the data files hold them: loaded whole, then predicted. */

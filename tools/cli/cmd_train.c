@@ -9,10 +9,21 @@
 /* The signal that asked to stop, 0 while none: a signal handler can only set a flag. */
 static volatile sig_atomic_t stop_signal;
 
+/* The first signal asks to stop after the step (and save); a second ends the process at once, with
+ * one line saying so. Only async-signal-safe calls: write, signal, raise. */
 static void on_signal(int sig)
 {
-    stop_signal = sig;
-    signal(sig, SIG_DFL); /* a second Ctrl-C ends the process at once */
+    static const char first[] = "\ncutrain: stopping as soon as it is safe (a second Ctrl-C ends at once, unsaved)\n";
+    static const char second[] = "\ncutrain: second signal: ending at once, nothing saved\n";
+    int again = stop_signal != 0;
+    ssize_t ignored = write(STDERR_FILENO, again ? second : first, (again ? sizeof second : sizeof first) - 1);
+    (void)ignored;
+    if (!again) {
+        stop_signal = sig;
+        return;
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 static void catch_stop_signals(void)
@@ -91,6 +102,25 @@ static int interrupted(ct_net *net, const train_run *run)
     return 128 + sig;
 }
 
+/* A failure while the config, the data or the checkpoint resumed from were still opening: when a
+ * stop signal came meanwhile (an open that waited on a FIFO, a long load), it is an interruption,
+ * exit 130 / 143, with nothing to save yet. net may be NULL (closed already). */
+static int stopped_early(ct_net *net, ct_status st, int rc)
+{
+    if (!stop_signal) {
+        if (net)
+            return cli_fail(net, st);
+        return rc;
+    }
+    int sig = (int)stop_signal;
+    if (net) {
+        fprintf(stderr, "cutrain: %s\n", ct_errmsg(net));
+        ct_close(net);
+    }
+    printf("cutrain: %s before training started; nothing saved\n", sig == SIGTERM ? "terminated" : "interrupted");
+    return 128 + sig;
+}
+
 static int open_tensorboard(ct_net *net, const cli_options *opt)
 {
     ct_status st = ct_tensorboard_open(net, opt->tensorboard_dir);
@@ -109,7 +139,7 @@ static int cmd_train(const cli_options *opt)
     ct_net *net = NULL;
     int rc = cli_open(opt, &net);
     if (rc != CLI_OK)
-        return rc;
+        return stopped_early(NULL, CT_OK, rc);
     /* before the data loads: a folder that cannot be written is refused before anything runs */
     if (opt->tensorboard_dir && (rc = open_tensorboard(net, opt)) != CLI_OK)
         return rc;
@@ -125,9 +155,14 @@ static int cmd_train(const cli_options *opt)
         st = ct_resume(net, path);
         if (st == CT_OK && !opt->quiet)
             printf("cutrain: resumed from %s at epoch %d, step %ld\n", path, ct_epochs_done(net), ct_steps_done(net));
+        /* on stderr even with --quiet: it is about what this run will (not) do */
+        if (st == CT_OK && ct_resume_note(net)[0]) {
+            fflush(stdout);
+            fprintf(stderr, "cutrain: note: %s\n", ct_resume_note(net));
+        }
     }
     if (st != CT_OK)
-        return cli_fail(net, st);
+        return stopped_early(net, st, CLI_FAILURE);
     if (opt->log_path && !(run.progress.log = fopen(opt->log_path, "a"))) {
         fprintf(stderr, "cutrain: cannot open log %s: %s\n", opt->log_path, strerror(errno));
         ct_close(net);

@@ -94,9 +94,11 @@ static void print_indented(FILE *out, const char *text, int indent)
     fputc('\n', out);
 }
 
+static void print_option(FILE *out, const cli_option *o);
+
 void cli_usage(FILE *out)
 {
-    enum { NAME_WIDTH = 10, FLAG_WIDTH = 22 };
+    enum { NAME_WIDTH = 10 };
     const size_t lead = strlen("       cutrain ");
     for (int i = 0; cli_commands[i]; i++) {
         fputs(i == 0 ? "usage: cutrain " : "       cutrain ", out);
@@ -108,17 +110,35 @@ void cli_usage(FILE *out)
         print_indented(out, cli_commands[i]->about, 2 + NAME_WIDTH + 1);
     }
     fputs("\noptions:\n", out);
-    for (int i = 0; i < CLI_OPTION_COUNT; i++) {
-        const cli_option *o = &options[i];
-        char flag[64];
-        snprintf(flag, sizeof flag, "%s%s%s", o->longname, o->metavar ? " " : "", o->metavar ? o->metavar : "");
-        char shortname[8];   /* "-c, " */
-        snprintf(shortname, sizeof shortname, "%s%s", o->shortname ? o->shortname : "", o->shortname ? ", " : "");
-        fprintf(out, "  %-4s%-*s", shortname, FLAG_WIDTH, flag);
-        print_indented(out, o->help, 2 + 4 + FLAG_WIDTH);
-    }
+    for (int i = 0; i < CLI_OPTION_COUNT; i++)
+        print_option(out, &options[i]);
     fputs("\nexit status: 0 ok, 1 runtime failure, 2 bad usage or config, 130 / 143 interrupted\n"
           "(SIGINT / SIGTERM) after saving\n", out);
+}
+
+/* One option's row of --help's list. */
+static void print_option(FILE *out, const cli_option *o)
+{
+    enum { FLAG_WIDTH = 22 };
+    char flag[64];
+    snprintf(flag, sizeof flag, "%s%s%s", o->longname, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+    char shortname[8];   /* "-c, " */
+    snprintf(shortname, sizeof shortname, "%s%s", o->shortname ? o->shortname : "", o->shortname ? ", " : "");
+    fprintf(out, "  %-4s%-*s", shortname, FLAG_WIDTH, flag);
+    print_indented(out, o->help, 2 + 4 + FLAG_WIDTH);
+}
+
+void cli_command_usage(FILE *out, const cli_command *cmd)
+{
+    fputs("usage: cutrain ", out);
+    print_indented(out, cmd->usage, (int)strlen("usage: cutrain ") + (int)strlen(cmd->name) + 1);
+    fputs("\n  ", out);
+    print_indented(out, cmd->about, 2);
+    fputs("\noptions:\n", out);
+    for (int i = 0; i < CLI_OPTION_COUNT; i++)
+        if ((cmd->takes | CLI_OPTS_ALWAYS) & (1u << i))
+            print_option(out, &options[i]);
+    fputs("\nall commands: cutrain --help\n", out);
 }
 
 /* ---- parsing ---- */
@@ -165,7 +185,7 @@ static long parse_count(const char *flag, const char *text, long min)
     char *end = NULL;
     long v = strtol(text, &end, 10);
     if (!*text || *end || v < min || v > COUNT_MAX) {
-        fprintf(stderr, "cutrain: %s needs a whole number >= %ld, not '%s'\n", flag, min, text);
+        fprintf(stderr, "cutrain: %s needs a whole number from %ld to %ld, not '%s'\n", flag, min, COUNT_MAX, text);
         return -1;
     }
     return v;
@@ -229,6 +249,14 @@ int cli_parse_options(int argc, char **argv, int first, const cli_command *cmd, 
     opt->warmup = -1;
     for (int i = first; i < argc; i++) {
         int id = find_option(argv[i], cmd->takes | CLI_OPTS_ALWAYS);
+        /* `cutrain COMMAND --help`: that command's usage and options; `cutrain --help`: all */
+        if (id == CLI_OPT_HELP) {
+            if (first > 1)
+                cli_command_usage(stdout, cmd);
+            else
+                cli_usage(stdout);
+            exit(CLI_OK);
+        }
         if (id < 0 && cmd->positional && argv[i][0] != '-') {
             /* a bare argument: the value of the command's positional option */
             for (id = 0; id < CLI_OPTION_COUNT && !(cmd->positional & (1u << id)); id++)
