@@ -256,8 +256,9 @@ typedef struct ct_export_options {
 /* Writes the network of the handle's config with the weights of the checkpoint `weights` to path:
  * the inference network as an ONNX model (input: the pixels as the data files hold them, NCHW,
  * normalised inside; output: softmax probabilities; class names and the config in its metadata),
- * or the weights alone as safetensors. Needs no data loaded and no device: the graph is built
- * from the config and the values read from the checkpoint, which must match it layer by layer
+ * or the weights alone as safetensors. Loads no data (the data files are probed for the input
+ * shape only) and opens no device: the graph is built from the config and the values read from
+ * the checkpoint, which must match it layer by layer
  * (the message names the first layer that differs). Written to a temporary file and renamed: a
  * failure leaves no file and an existing one unchanged. options NULL: ONNX, the defaults. */
 ct_status ct_export(ct_net *net, const char *weights, const char *path, const ct_export_options *options);
