@@ -106,7 +106,9 @@ def test_config(src, fmnist, work):
                 "train = %s/train-images-idx3-ubyte.gz" % fmnist, "train_labels = %s/train-labels-idx1-ubyte.gz" % fmnist,
                 "test = %s/t10k-images-idx3-ubyte.gz" % fmnist, "test_labels = %s/t10k-labels-idx1-ubyte.gz" % fmnist]
     else:
-        data = ["format = synthetic", "shape = %d, %d, %d" % (h, w, c), "classes = 10", "count = 64", "test_count = 16"]
+        classes = key_of(sections[-1][1], "units") or "10"   # the output layer's
+        data = ["format = synthetic", "shape = %d, %d, %d" % (h, w, c), "classes = " + classes, "count = 64",
+                "test_count = 16"]
     if norm:
         data.append("normalize = " + norm)
     text = "[data]\n" + "\n".join(data) + "\n"
@@ -251,7 +253,7 @@ def check_network(cli, src, fmnist, work, n_images, sets=(), label=None, fp16_ru
     check(agree == len(classes), "%s: onnxruntime's class is predict's for %d of %d images" % (name, agree, len(classes)))
     check(diff <= 1e-5, "%s: largest probability difference against predict %.3g (> 1e-5)" % (name, diff))
     meta = {e.key: e.value for e in model.metadata_props}
-    check(meta.get("classes") == "10" and "[data]" in meta.get("config", ""),
+    check(meta.get("classes") == str(probs.shape[1]) and "[data]" in meta.get("config", ""),
           "%s: metadata holds the class count and the config: %s" % (name, sorted(meta)))
     opset = model.opset_import[0].version
     st = os.path.join(work, name + ".safetensors")
