@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A global average pool of more cells than this averages each row first (emit_pool). */
+#define GLOBAL_AVERAGE_CELLS 256
+
 typedef struct layer_ctx {
     builder *b;
     const ct_export_net *net;
@@ -125,7 +128,19 @@ static ct_status emit_pool(layer_ctx *c, value *out)
     ct_onnx_to_rank4(b, &x, l->cfg->name);
     char y[NAME_LEN];
     snprintf(y, NAME_LEN, "%s", l->cfg->name);
-    if (l->cfg->global) {
+    ct_shape in = l->in_shape;
+    if (l->cfg->global && !is_max && in.h > 1 && in.w > 1 && in.h * in.w > GLOBAL_AVERAGE_CELLS) {
+        /* onnxruntime sums a plane in float one cell after another (224x224 cells drift by 1e-4);
+         * the mean of the rows' means is the same mean with sums of a row's length */
+        char rows[NAME_LEN];
+        ct_onnx_fresh_name(b, rows, l->cfg->name, "rows");
+        size_t m = ct_onnx_node_begin(b, "AveragePool", (const char *const[]){x.name}, 1, rows);
+        int64_t ks[2] = {1, in.w};
+        ct_onnx_attr_ints(b, "kernel_shape", ks, 2);
+        ct_onnx_attr_ints(b, "strides", ks, 2);
+        ct_onnx_node_end(b, m);
+        ct_onnx_node2(b, "GlobalAveragePool", rows, NULL, y);
+    } else if (l->cfg->global) {
         ct_onnx_node2(b, is_max ? "GlobalMaxPool" : "GlobalAveragePool", x.name, NULL, y);
     } else {
         /* padded cells never count: MaxPool pads with -inf, AveragePool's count_include_pad is 0 */

@@ -227,6 +227,8 @@ def check_network(cli, src, fmnist, work, n_images, sets=(), label=None, fp16_ru
     import numpy as np
     import onnx
     name = label or os.path.splitext(os.path.basename(src))[0]
+    work = os.path.join(work, name)   # each run its own config, checkpoints and files
+    os.makedirs(work)
     config, shape = test_config(src, fmnist, work)
     big = shape[0] * shape[1] * shape[2] > 32 * 32 * 3
     ckpt = train(cli, config, work, list(sets), 16 if big else 256)
@@ -260,8 +262,9 @@ def check_network(cli, src, fmnist, work, n_images, sets=(), label=None, fp16_ru
     run([cli, "export", "--config", config, "--weights", ckpt, "--out", st, "--format", "safetensors"])
     n_tensors = check_safetensors(st, ckpt, name) if os.path.exists(st) else 0
     line = ("%s: opset %d, %d bytes, exported in %.2f s; %d images: class agreement %d/%d, largest probability "
-            "difference %.2g; safetensors %d tensors" % (name, opset, os.path.getsize(out), seconds, len(classes),
-                                                        agree, len(classes), diff, n_tensors))
+            "difference %.2g (predict's: %d distinct classes, top probability %.3f to %.3f); safetensors %d tensors"
+            % (name, opset, os.path.getsize(out), seconds, len(classes), agree, len(classes), diff,
+               len(set(classes.tolist())), probs.max(1).min(), probs.max(1).max(), n_tensors))
     report.append(line)
     print(line, flush=True)
     if fp16_run:
@@ -285,10 +288,15 @@ def check_bad_inputs(cli, work, good, other):
     out = os.path.join(work, "kept.onnx")
     with open(out, "wb") as f:
         f.write(b"before")
+    # a dense layer (not the output) one unit wider than the checkpoint's
+    sections = ini_sections(open(config).read())
+    dense = [(n, int(key_of(ls, "units"))) for n, ls in sections[:-1] if key_of(ls, "type") == "dense"]
+    layer, units = dense[0]
     cases = [
         ("a checkpoint of another network", ["--weights", other[1]], 1, r"holds \d+ layers but the config has \d+"),
-        ("a layer changed since the checkpoint", ["--weights", ckpt, "--set", "fa1.units=20"], 1,
-         r"layer \[fa1\] expects output 20 with 320 weights and 20 biases, the checkpoint has 16 with 256 and 16"),
+        ("a layer changed since the checkpoint", ["--weights", ckpt, "--set", "%s.units=%d" % (layer, units + 4)], 1,
+         r"layer \[%s\] expects output %d with \d+ weights and %d biases, the checkpoint has %d with \d+ and %d"
+         % (layer, units + 4, units + 4, units, units)),
         ("opset 12", ["--weights", ckpt, "--opset", "12"], 2, r"opset 12 is not one cutrain writes \(13 to 21\)"),
         ("format foo", ["--weights", ckpt, "--format", "foo"], 2, r"--format foo: expected onnx or safetensors"),
         ("batch 0", ["--weights", ckpt, "--batch", "0"], 2, r"--batch 0"),
@@ -304,7 +312,7 @@ def check_bad_inputs(cli, work, good, other):
     check("no-such-folder" in p.stderr and not os.path.exists(missing), "an output folder that does not exist: %r"
           % p.stderr)
     report.append("bad input, an output folder that does not exist: exit %d, %s" % (p.returncode, p.stderr.strip()))
-    leftovers = [f for f in os.listdir(work) if ".tmp." in f]
+    leftovers = [f for _, _, files in os.walk(work) for f in files if ".tmp." in f]
     check(not leftovers, "temporary files left behind: %s" % leftovers)
     # a dynamic batch and a fixed one both hold
     fixed = os.path.join(work, "fixed.onnx")
