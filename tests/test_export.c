@@ -4,7 +4,8 @@
  * documented names and shapes, and to ONNX, whose model must start as a ModelProto and name its
  * input, output, opset and metadata; then the refusals: an opset outside 13..21, a layer changed
  * since the checkpoint, a missing checkpoint and an output folder that does not exist, each with its
- * message, no file written and an existing one unchanged. Runs in the sanitizer build (unit).
+ * message, no file written and an existing one unchanged; and ct_predict_probs, what predict --probs
+ * prints, against ct_predict. Runs in the sanitizer build (unit).
  * Exits 77 (skipped) when the Fashion-MNIST files are missing (the config probes their shape). */
 #define _DEFAULT_SOURCE
 #include <stdint.h>
@@ -224,6 +225,46 @@ static void test_refusals(const char *dir)
     ct_close(net);
 }
 
+/* ct_predict_probs: every class's probability, summing to 1, whose largest is ct_predict's class and
+ * probability, on the fixture's trained weights and 200 Fashion-MNIST test images. */
+static void test_predict_probs(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", ct_fmnist_dir(), DATA_KEYS[2][1]);
+    ct_images images;
+    char msg[512];
+    CHECK_MSG(ct_read_idx_images(path, &images, msg, sizeof msg) == CT_OK, "%s", msg);
+    ct_net *net = open_fixture();
+    ct_status st = ct_load(net, FIXTURE_CKPT);
+    CHECK_MSG(st == CT_OK, "%s", ct_errmsg(net));
+    enum { N = 200, K = 10 };
+    int classes[N];
+    float best[N];
+    float *probs = malloc((size_t)N * K * sizeof *probs);
+    CHECK(ct_predict(net, images.pixels, N, classes, best) == CT_OK);
+    CHECK(ct_predict_probs(net, images.pixels, N, probs) == CT_OK);
+    CHECK(ct_predict_probs(net, images.pixels, N, NULL) == CT_ERR_USAGE);
+    int agree = 0, distinct = 0, seen[K] = {0};
+    double worst = 0.0;
+    for (int i = 0; i < N; i++) {
+        double sum = 0.0;
+        int top = 0;
+        for (int j = 0; j < K; j++) {
+            sum += probs[i * K + j];
+            top = probs[i * K + j] > probs[i * K + top] ? j : top;
+        }
+        worst = fmax(worst, fabs(sum - 1.0));
+        agree += top == classes[i] && probs[i * K + top] == best[i];
+        distinct += !seen[classes[i]]++;
+    }
+    CHECK_MSG(agree == N, "the largest probability is ct_predict's for %d of %d images", agree, N);
+    CHECK_MSG(worst < 1e-5, "a row sums to 1 +- %g", worst);
+    CHECK_MSG(distinct >= 3, "the trained fixture predicts %d classes", distinct);
+    free(probs);
+    ct_close(net);
+    ct_free_images(&images);
+}
+
 int main(void)
 {
     char path[1024];
@@ -239,6 +280,7 @@ int main(void)
     test_safetensors(dir);
     test_onnx(dir);
     test_refusals(dir);
+    test_predict_probs();
     const char *names[] = {"every.safetensors", "every.onnx", "kept.onnx"};
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
