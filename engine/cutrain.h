@@ -239,6 +239,34 @@ const char *ct_image_files_path(const ct_image_files *files, long index);
  * may be NULL) as ct_predict gives them. A file that does not decode fails (CT_ERR_DATA) naming it. */
 ct_status ct_predict_files(ct_net *net, const ct_image_files *files, int *classes, float *probabilities);
 void ct_close_image_files(ct_image_files *files);   /* NULL is ignored */
+/* Class probabilities for every class: probs (count, classes) gets the softmax of each image's
+ * logits, as ct_predict computes its one probability; images as ct_predict takes them. */
+ct_status ct_predict_probs(ct_net *net, const unsigned char *images, long count, float *probs);
+
+/* ---- export (cutrain export, docs/export.md) ---- */
+
+#define CT_EXPORT_OPSET_DEFAULT 17
+
+typedef enum ct_export_format { CT_EXPORT_ONNX = 0, CT_EXPORT_SAFETENSORS } ct_export_format;
+
+typedef struct ct_export_options {
+    ct_export_format format;
+    int opset;        /* ONNX opset, 13 to 21; 0: CT_EXPORT_OPSET_DEFAULT */
+    int batch;        /* ONNX: the input's batch dimension; 0: dynamic */
+    int fp16;         /* 1: fp16 weights (ONNX: and computation, with fp32 input and output); 0: the
+                       * checkpoint's fp32 (master) weights, whatever precision trained them */
+} ct_export_options;
+
+/* Writes the network of the handle's config with the weights of the checkpoint `weights` to path:
+ * the inference network as an ONNX model (input: the pixels as the data files hold them, NCHW,
+ * normalised inside; output: softmax probabilities; class names and the config in its metadata),
+ * or the weights alone as safetensors. Loads no data (the data files are probed for the input
+ * shape only) and opens no device: the graph is built from the config and the values read from
+ * the checkpoint, which must match it layer by layer
+ * (the message names the first layer that differs). Written to a temporary file and renamed: a
+ * failure leaves no file and an existing one unchanged. options NULL: ONNX, the defaults. */
+ct_status ct_export(ct_net *net, const char *weights, const char *path, const ct_export_options *options);
+
 /* Per-sample input shape (height, width, channels) and class count. */
 ct_status ct_input_shape(ct_net *net, int *h, int *w, int *c, int *classes);
 

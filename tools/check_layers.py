@@ -29,6 +29,7 @@ LAYERS = [
     ["engine/cpu/", "engine/cuda/"],   # the backends
     ["engine/train/"],      # the run: replicas, communicators, the trainer, the batch search
     ["engine/checkpoint/"], # the checkpoint format and a run's state in it
+    ["engine/export/"],     # ONNX and safetensors from a built graph and a checkpoint
     ["engine/api/"],        # the public API (cutrain.h) over a run
     ["tools/"],             # the command: cutrain.h only (see ONLY)
 ]

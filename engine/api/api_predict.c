@@ -12,8 +12,9 @@ struct ct_image_files {
     ct_dataset set;
 };
 
-/* logits: (n, k) -> the argmax and its softmax probability per row */
-static void best_classes(const float *logits, int n, int k, int *classes, float *probabilities)
+/* logits: (n, k) -> the argmax and its softmax probability per row, and every class's
+ * probability (probs: (n, k), may be NULL) */
+static void best_classes(const float *logits, int n, int k, int *classes, float *probabilities, float *probs)
 {
     for (int i = 0; i < n; i++) {
         const float *z = logits + (size_t)i * k;
@@ -28,12 +29,15 @@ static void best_classes(const float *logits, int n, int k, int *classes, float 
             classes[i] = best;
         if (probabilities)
             probabilities[i] = (float)(1.0 / sum);
+        for (int j = 0; probs && j < k; j++)
+            probs[(size_t)i * k + j] = (float)(exp((double)z[j] - z[best]) / sum);
     }
 }
 
 /* Every sample of ds through the first replica, batch by batch.
- * ds: (count, h, w, c) samples of the network's input shape; classes, probabilities: (count) out. */
-static ct_status predict_set(ct_net *net, const ct_dataset *ds, int *classes, float *probabilities)
+ * ds: (count, h, w, c) samples of the network's input shape; classes, probabilities: (count) out;
+ * probs: (count, classes) out. Any of them may be NULL. */
+static ct_status predict_set(ct_net *net, const ct_dataset *ds, int *classes, float *probabilities, float *probs)
 {
     /* predictions need no agreement between replicas: the first one makes them */
     ct_replica *r = &net->run.replicas[0];
@@ -55,22 +59,36 @@ static ct_status predict_set(ct_net *net, const ct_dataset *ds, int *classes, fl
                                        ct_tensor_rows_bytes(ct_graph_output(g)->y, n), &net->run.err);
         if (st == CT_OK)
             best_classes(logits, n, k, classes ? classes + start : NULL,
-                         probabilities ? probabilities + start : NULL);
+                         probabilities ? probabilities + start : NULL, probs ? probs + (size_t)start * k : NULL);
     }
     free(logits);
     return st;
 }
 
-ct_status ct_predict(ct_net *net, const unsigned char *images, long count, int *classes, float *probabilities)
+/* images: (count, h, w, c) uint8 as the data files hold them, predicted as a set viewed in place */
+static ct_status predict_images(ct_net *net, const char *call, const unsigned char *images, long count, int *classes,
+                                float *probabilities, float *probs)
 {
     if (!net || (!images && count > 0) || count < 0)
-        return net ? ct_fail(&net->run.err, CT_ERR_USAGE, "ct_predict: bad arguments") : CT_ERR_USAGE;
+        return net ? ct_fail(&net->run.err, CT_ERR_USAGE, "%s: bad arguments", call) : CT_ERR_USAGE;
     ct_status st = ct_prepare_inference(net);
     if (st != CT_OK)
         return st;
     /* a view of the caller's images as a dataset, so batches are made as for evaluation */
     ct_dataset view = {.images = (uint8_t *)images, .labels = NULL, .count = count, .shape = net->run.graph.input};
-    return predict_set(net, &view, classes, probabilities);
+    return predict_set(net, &view, classes, probabilities, probs);
+}
+
+ct_status ct_predict(ct_net *net, const unsigned char *images, long count, int *classes, float *probabilities)
+{
+    return predict_images(net, "ct_predict", images, count, classes, probabilities, NULL);
+}
+
+ct_status ct_predict_probs(ct_net *net, const unsigned char *images, long count, float *probs)
+{
+    if (net && !probs)
+        return ct_fail(&net->run.err, CT_ERR_USAGE, "ct_predict_probs: probs is NULL");
+    return predict_images(net, "ct_predict_probs", images, count, NULL, NULL, probs);
 }
 
 ct_status ct_open_image_files(ct_net *net, const char *const *paths, int n_paths, ct_image_files **out)
@@ -133,7 +151,7 @@ ct_status ct_predict_files(ct_net *net, const ct_image_files *files, int *classe
     ct_status st = ct_prepare_inference(net);
     if (st != CT_OK)
         return st;
-    return predict_set(net, &files->set, classes, probabilities);
+    return predict_set(net, &files->set, classes, probabilities, NULL);
 }
 
 void ct_close_image_files(ct_image_files *files)

@@ -7,7 +7,6 @@
 #include "api/handle.h"
 #include "checkpoint/snapshot.h"
 
-static ct_status read_checkpoint(ct_net *net, const char *path, ct_checkpoint *ck);
 
 ct_status ct_save(ct_net *net, const char *path)
 {
@@ -82,7 +81,7 @@ static ct_status load_checkpoint(ct_net *net, const char *path, int resuming)
     ct_checkpoint ck;
     if (resuming)
         net->resume_note[0] = '\0';
-    st = read_checkpoint(net, path, &ck);
+    st = ct_net_read_checkpoint(net, path, &ck);
     if (st == CT_OK && resuming)
         st = ct_run_check_dataset(&net->run, &ck, path, &net->run.err);
     if (st == CT_OK)
@@ -128,8 +127,8 @@ const char *ct_class_name(const ct_net *net, int index)
     return net->n_class_names > 0 ? net->class_names[index] : net->run.train.class_names[index];
 }
 
-/* Reads and parses a whole checkpoint file into ck. */
-static ct_status read_checkpoint(ct_net *net, const char *path, ct_checkpoint *ck)
+/* Reads and parses a whole checkpoint file into ck (handle.h). */
+ct_status ct_net_read_checkpoint(ct_net *net, const char *path, ct_checkpoint *ck)
 {
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -152,7 +151,7 @@ ct_status ct_checkpoint_info(ct_net *net, const char *path, int *epoch, long *st
     if (!net || !path)
         return net ? ct_fail(&net->run.err, CT_ERR_USAGE, "ct_checkpoint_info: path is NULL") : CT_ERR_USAGE;
     ct_checkpoint ck;
-    ct_status st = read_checkpoint(net, path, &ck);
+    ct_status st = ct_net_read_checkpoint(net, path, &ck);
     if (st == CT_OK) {
         if (epoch) *epoch = ck.epoch;
         if (step) *step = (long)ck.step;

@@ -5,6 +5,7 @@
 #ifndef CT_HANDLE_H
 #define CT_HANDLE_H
 
+#include "checkpoint/checkpoint.h"
 #include "train/run.h"
 
 struct ct_net {
@@ -28,5 +29,9 @@ void ct_net_forget_class_names(ct_net *net);
 
 /* Loads the config and builds the graph (shapes only, data probed not loaded). */
 ct_status ct_net_build_graph(ct_net *net);
+
+/* Reads and parses a whole checkpoint file into ck, reading no more than a checkpoint of this
+ * network can hold (an endless stream stops there); ct_checkpoint_free(ck) after. */
+ct_status ct_net_read_checkpoint(ct_net *net, const char *path, ct_checkpoint *ck);
 
 #endif

@@ -1,5 +1,5 @@
-/* TensorBoard event files written by hand: no protobuf library for three messages with five
- * fields, and TensorBoard's reader checks every CRC. */
+/* TensorBoard event files written by hand (base/protobuf.h): no protobuf library for three
+ * messages with five fields, and TensorBoard's reader checks every CRC. */
 #define _POSIX_C_SOURCE 200809L
 #include "base/event_file.h"
 
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/crc32c.h"
+#include "base/protobuf.h"
 
 struct ct_event_file {
     FILE *f;
@@ -33,92 +34,32 @@ void ct_tfrecord_frame(const void *data, size_t n, unsigned char header[CT_TFREC
     put_le(footer, ct_crc32c_mask(ct_crc32c(data, n)), 4);
 }
 
-/* Protocol buffer output that counts what it would write past its capacity, so that one encoder
- * both sizes and fills. */
-typedef struct pb_out {
-    unsigned char *buf;
-    size_t cap, len;
-} pb_out;
-
-static void pb_bytes(pb_out *o, const void *p, size_t n)
-{
-    if (o->len + n <= o->cap)
-        memcpy(o->buf + o->len, p, n);
-    o->len += n;
-}
-
-static void pb_varint(pb_out *o, uint64_t v)
-{
-    unsigned char b[10];
-    size_t n = 0;
-    do {
-        b[n] = (unsigned char)(v & 0x7f);
-        v >>= 7;
-        if (v)
-            b[n] |= 0x80;
-        n++;
-    } while (v);
-    pb_bytes(o, b, n);
-}
-
-static size_t varint_size(uint64_t v)
-{
-    size_t n = 1;
-    while (v >>= 7)
-        n++;
-    return n;
-}
-
-/* wire types: 0 varint, 1 fixed 64 bits, 2 length-delimited, 5 fixed 32 bits */
-static void pb_key(pb_out *o, unsigned field, unsigned wire)
-{
-    pb_varint(o, (uint64_t)(field << 3 | wire));
-}
-
-static void pb_string(pb_out *o, unsigned field, const char *s)
-{
-    size_t n = strlen(s);
-    pb_key(o, field, 2);
-    pb_varint(o, n);
-    pb_bytes(o, s, n);
-}
-
 static size_t value_size(const ct_scalar *s)
 {
-    size_t tag = strlen(s->tag);
-    return 1 + varint_size(tag) + tag + 1 + 4;
+    return ct_pb_len_field_size(1, strlen(s->tag)) + 1 + 4;
 }
 
 size_t ct_event_encode(unsigned char *buf, size_t cap, double wall_time, int64_t step, const char *file_version,
                        const ct_scalar *scalars, int n)
 {
-    pb_out o = {.buf = buf, .cap = cap};
-    uint64_t bits;
-    unsigned char le[8];
-    memcpy(&bits, &wall_time, sizeof bits);
-    put_le(le, bits, 8);
-    pb_key(&o, 1, 1);
-    pb_bytes(&o, le, 8);
-    pb_key(&o, 2, 0);
-    pb_varint(&o, (uint64_t)step); /* int64: two's complement, as protobuf encodes it */
+    /* a fixed buffer sizes and fills in one pass, so the nested lengths are computed first */
+    ct_pb o = ct_pb_fixed(buf, cap);
+    ct_pb_double(&o, 1, wall_time);
+    ct_pb_int(&o, 2, step);
     if (file_version) {
-        pb_string(&o, 3, file_version);
+        ct_pb_string(&o, 3, file_version);
         return o.len;
     }
     size_t summary = 0;
     for (int i = 0; i < n; i++)
-        summary += 1 + varint_size(value_size(&scalars[i])) + value_size(&scalars[i]);
-    pb_key(&o, 5, 2);
-    pb_varint(&o, summary);
+        summary += ct_pb_len_field_size(1, value_size(&scalars[i]));
+    ct_pb_key(&o, 5, CT_PB_LEN);
+    ct_pb_varint(&o, summary);
     for (int i = 0; i < n; i++) {
-        pb_key(&o, 1, 2);
-        pb_varint(&o, value_size(&scalars[i]));
-        pb_string(&o, 1, scalars[i].tag);
-        uint32_t fbits;
-        memcpy(&fbits, &scalars[i].value, sizeof fbits);
-        put_le(le, fbits, 4);
-        pb_key(&o, 2, 5);
-        pb_bytes(&o, le, 4);
+        ct_pb_key(&o, 1, CT_PB_LEN);
+        ct_pb_varint(&o, value_size(&scalars[i]));
+        ct_pb_string(&o, 1, scalars[i].tag);
+        ct_pb_float(&o, 2, scalars[i].value);
     }
     return o.len;
 }

@@ -173,8 +173,7 @@ ct_status ct_run_check_dataset(const ct_run *run, const ct_checkpoint *ck, const
     return CT_OK;
 }
 
-/* Names the first layer that differs between the network and the checkpoint. */
-static ct_status check_layers(const ct_graph *g, const ct_checkpoint *ck, const char *source, ct_err *err)
+ct_status ct_checkpoint_check_layers(const ct_graph *g, const ct_checkpoint *ck, const char *source, ct_err *err)
 {
     if ((int)ck->n_layers != g->n_layers)
         return ct_fail(err, CT_ERR_DATA, "%s holds %u layers but the config has %d", source, ck->n_layers,
@@ -214,7 +213,7 @@ static ct_status upload_params(ct_graph *g, const float *packed, ct_err *err)
 ct_status ct_run_restore(ct_run *run, const ct_checkpoint *ck, const char *source, ct_err *err)
 {
     ct_graph *g = &run->graph;
-    ct_status st = check_layers(g, ck, source, err);
+    ct_status st = ct_checkpoint_check_layers(g, ck, source, err);
     if (st != CT_OK)
         return st;
     int same_optimizer = ck->optimizer == (uint32_t)run->cfg.train.optimizer;

@@ -13,6 +13,10 @@ ct_status ct_run_snapshot(ct_run *run, double test_accuracy, ct_checkpoint *ck, 
  * `source` names the checkpoint in messages. */
 ct_status ct_run_restore(ct_run *run, const ct_checkpoint *ck, const char *source, ct_err *err);
 
+/* Names the first layer that differs between the network g and the checkpoint (name, type, output
+ * shape, weight, bias and state counts); `source` names the checkpoint. */
+ct_status ct_checkpoint_check_layers(const ct_graph *g, const ct_checkpoint *ck, const char *source, ct_err *err);
+
 /* Before resuming from ck: refuses (CT_ERR_DATA) a checkpoint saved from a training set whose index
  * hash or class names differ from the run's training set, naming both. A checkpoint with neither
  * passes. Reads nothing from the devices. */

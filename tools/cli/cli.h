@@ -27,7 +27,8 @@ typedef struct cli_options {
     const char *weights;         /* eval, predict: checkpoint to load */
     const char *images[CLI_MAX_IMAGES]; /* predict: an IDX file, or image files and folders */
     int n_images;
-    const char *out;             /* predict: CSV path ("-" or absent: stdout); experiment: its folder */
+    const char *out;             /* predict: CSV path ("-" or absent: stdout); experiment: its folder;
+                                  * export: the file */
     long steps;                  /* bench, experiment: timed steps (0: default) */
     double seconds;              /* experiment: timed seconds per rung (0: default) */
     const char *rungs;           /* experiment: which rungs ("0-3", "0,2"; NULL: all) */
@@ -38,6 +39,11 @@ typedef struct cli_options {
     const char *trace;           /* bench: write one step's trace here */
     int json;                    /* summary: one JSON object instead of the table */
     double bus_gbps;             /* summary: all-reduce bus bandwidth for the scaling estimate (0: model) */
+    const char *format;          /* export: onnx or safetensors */
+    long opset;                  /* export: ONNX opset (0: default) */
+    const char *export_batch;    /* export: N or dynamic */
+    const char *export_precision;/* export: fp32 or fp16 */
+    int probs;                   /* predict: every class's probability */
     int quiet;
 } cli_options;
 
@@ -57,7 +63,8 @@ typedef enum cli_option_id {
     CLI_OPT_CONFIG, CLI_OPT_SET, CLI_OPT_DEVICES, CLI_OPT_LOG, CLI_OPT_TENSORBOARD, CLI_OPT_CHECKPOINT,
     CLI_OPT_RESUME, CLI_OPT_WEIGHTS, CLI_OPT_IMAGES, CLI_OPT_OUT_CSV, CLI_OPT_OUT_DIR, CLI_OPT_STEPS,
     CLI_OPT_SECONDS, CLI_OPT_RUNGS, CLI_OPT_WARMUP, CLI_OPT_INPUT_ONLY, CLI_OPT_TRACE, CLI_OPT_BATCH, CLI_OPT_JSON,
-    CLI_OPT_BUS_GBPS, CLI_OPT_PRECISION, CLI_OPT_QUIET, CLI_OPT_HELP, CLI_OPT_VERSION,
+    CLI_OPT_BUS_GBPS, CLI_OPT_PRECISION, CLI_OPT_PROBS, CLI_OPT_OUT_FILE, CLI_OPT_FORMAT, CLI_OPT_OPSET,
+    CLI_OPT_EXPORT_BATCH, CLI_OPT_EXPORT_PRECISION, CLI_OPT_QUIET, CLI_OPT_HELP, CLI_OPT_VERSION,
     CLI_OPTION_COUNT
 } cli_option_id;
 

@@ -52,11 +52,15 @@ static void csv_class(FILE *out, ct_net *net, int cls)
         fprintf(out, "%d", cls);
 }
 
-/* files: the image files predicted (NULL: an IDX file, rows named by index). */
+/* files: the image files predicted (NULL: an IDX file, rows named by index). probs (count, k):
+ * every class's probability as columns p_0 .. p_<k-1>, or NULL. */
 static int write_csv(FILE *out, ct_net *net, const ct_image_files *files, const int *classes,
-                     const float *probabilities, long count)
+                     const float *probabilities, long count, const float *probs, int k)
 {
-    fprintf(out, "%s,class,probability\n", files ? "path" : "index");
+    fprintf(out, "%s,class,probability", files ? "path" : "index");
+    for (int j = 0; probs && j < k; j++)
+        fprintf(out, ",p_%d", j);
+    fputc('\n', out);
     for (long i = 0; i < count; i++) {
         if (files)
             csv_field(out, ct_image_files_path(files, i));
@@ -64,16 +68,19 @@ static int write_csv(FILE *out, ct_net *net, const ct_image_files *files, const 
             fprintf(out, "%ld", i);
         fputc(',', out);
         csv_class(out, net, classes[i]);
-        fprintf(out, ",%.6f\n", probabilities[i]);
+        fprintf(out, ",%.6f", probabilities[i]);
+        for (int j = 0; probs && j < k; j++)
+            fprintf(out, ",%.9g", probs[(size_t)i * k + j]);   /* 9 digits: the float exactly */
+        fputc('\n', out);
     }
     return ferror(out) ? -1 : 0;
 }
 
 /* The predictions to standard output. */
 static int print_predictions(ct_net *net, const ct_image_files *files, const int *classes, const float *probabilities,
-                             long count)
+                             long count, const float *probs, int k)
 {
-    if (write_csv(stdout, net, files, classes, probabilities, count) != 0 || fflush(stdout) != 0) {
+    if (write_csv(stdout, net, files, classes, probabilities, count, probs, k) != 0 || fflush(stdout) != 0) {
         fprintf(stderr, "cutrain: cannot write standard output: %s\n", strerror(errno));
         return CLI_FAILURE;
     }
@@ -84,10 +91,10 @@ static int print_predictions(ct_net *net, const ct_image_files *files, const int
  * checkpoints are, so that a full disk or an error leaves the file as it was (or absent), never a
  * part of it. The temporary name does not end in .csv, so a glob for the results never takes it. */
 static int write_predictions(const cli_options *opt, ct_net *net, const ct_image_files *files, const int *classes,
-                             const float *probabilities, long count)
+                             const float *probabilities, long count, const float *probs, int k)
 {
     if (!opt->out || strcmp(opt->out, "-") == 0)
-        return print_predictions(net, files, classes, probabilities, count);
+        return print_predictions(net, files, classes, probabilities, count, probs, k);
     size_t size = strlen(opt->out) + 32;
     char *tmp = malloc(size);
     if (!tmp) {
@@ -103,7 +110,7 @@ static int write_predictions(const cli_options *opt, ct_net *net, const ct_image
         close(fd);
     if (out) {
         step = "write";
-        int failed = write_csv(out, net, files, classes, probabilities, count) != 0 || fflush(out) != 0;
+        int failed = write_csv(out, net, files, classes, probabilities, count, probs, k) != 0 || fflush(out) != 0;
         if (!failed && (step = "sync", fsync(fileno(out)) != 0))
             failed = 1;
         saved = errno;
@@ -146,17 +153,34 @@ static int predict_idx(const cli_options *opt, ct_net *net, const char *path)
         ct_free_images(&images);
         return CLI_FAILURE;
     }
-    int *classes = malloc((size_t)(images.count ? images.count : 1) * sizeof *classes);
-    float *probabilities = malloc((size_t)(images.count ? images.count : 1) * sizeof *probabilities);
-    ct_status st = classes && probabilities ? ct_predict(net, images.pixels, images.count, classes, probabilities)
-                                            : CT_ERR_NOMEM;
+    int k = 0;
+    ct_input_shape(net, NULL, NULL, NULL, &k);
+    size_t rows = (size_t)(images.count ? images.count : 1);
+    int *classes = malloc(rows * sizeof *classes);
+    float *probabilities = malloc(rows * sizeof *probabilities);
+    float *probs = opt->probs ? malloc(rows * (size_t)k * sizeof *probs) : NULL;
+    ct_status st = CT_ERR_NOMEM;
+    if (classes && probabilities && (probs || !opt->probs))
+        st = probs ? ct_predict_probs(net, images.pixels, images.count, probs)
+                   : ct_predict(net, images.pixels, images.count, classes, probabilities);
+    /* with every probability: the class and its probability from them, as ct_predict makes them */
+    for (long i = 0; st == CT_OK && probs && i < images.count; i++) {
+        const float *p = probs + (size_t)i * k;
+        classes[i] = 0;
+        for (int j = 1; j < k; j++)
+            if (p[j] > p[classes[i]])
+                classes[i] = j;
+        probabilities[i] = p[classes[i]];
+    }
     int rc = CLI_OK;
     if (st != CT_OK) {
-        fprintf(stderr, "cutrain: %s\n", !classes || !probabilities ? "out of memory" : ct_errmsg(net));
+        fprintf(stderr, "cutrain: %s\n", !classes || !probabilities || (opt->probs && !probs) ? "out of memory"
+                                                                                              : ct_errmsg(net));
         rc = cli_exit_code(st);
     } else {
-        rc = write_predictions(opt, net, NULL, classes, probabilities, images.count);
+        rc = write_predictions(opt, net, NULL, classes, probabilities, images.count, probs, k);
     }
+    free(probs);
     free(classes);
     free(probabilities);
     ct_free_images(&images);
@@ -181,7 +205,7 @@ static int predict_files(const cli_options *opt, ct_net *net)
         fprintf(stderr, "cutrain: %s\n", !classes || !probabilities ? "out of memory" : ct_errmsg(net));
         rc = cli_exit_code(st);
     } else {
-        rc = write_predictions(opt, net, files, classes, probabilities, count);
+        rc = write_predictions(opt, net, files, classes, probabilities, count, NULL, 0);
     }
     free(classes);
     free(probabilities);
@@ -203,6 +227,10 @@ static int cmd_predict(const cli_options *opt)
 /* An IDX file is predicted alone: mixed with image paths it would be taken for a bad image. */
 static int check_predict(const cli_options *opt)
 {
+    if (opt->probs && !is_idx(opt->images[0])) {
+        fprintf(stderr, "cutrain: predict: --probs takes an IDX file (--images IDX)\n");
+        return CLI_USAGE;
+    }
     for (int i = 0; opt->n_images > 1 && i < opt->n_images; i++)
         if (is_idx(opt->images[i])) {
             fprintf(stderr, "cutrain: predict: %s is an IDX file; give it alone (one --images IDX), or only image "
@@ -215,12 +243,12 @@ static int check_predict(const cli_options *opt)
 const cli_command cli_cmd_predict = {
     .name = "predict",
     .run = cmd_predict,
-    .usage = "predict --config FILE --weights CKPT --images IDX [--out CSV]\n"
+    .usage = "predict --config FILE --weights CKPT --images IDX [--out CSV] [--probs]\n"
              "--config FILE --weights CKPT [--images] IMAGE|FOLDER... [--out CSV]",
     .about = "class and probability for each image of an IDX file, or of\n"
              "JPEG / PNG files and folders, as CSV (class names when the\n"
              "checkpoint has them)",
-    .takes = CLI_OPTS_CONFIG | CLI_OPTS_RUN | CLI_OPT(WEIGHTS) | CLI_OPT(IMAGES) | CLI_OPT(OUT_CSV),
+    .takes = CLI_OPTS_CONFIG | CLI_OPTS_RUN | CLI_OPT(WEIGHTS) | CLI_OPT(IMAGES) | CLI_OPT(OUT_CSV) | CLI_OPT(PROBS),
     .needs = CLI_OPT(CONFIG) | CLI_OPT(WEIGHTS) | CLI_OPT(IMAGES),
     .check = check_predict,
     .positional = CLI_OPT(IMAGES),

@@ -11,6 +11,7 @@
     X(eval)             \
     X(summary)          \
     X(predict)          \
+    X(export)           \
     X(bench)            \
     X(doctor)           \
     X(experiment)       \
