@@ -198,7 +198,10 @@ ct_status ct_load(ct_net *net, const char *path);
  * checkpoint saved from a training folder whose index hash differs from the configured training
  * set's now (files added, removed, renamed or resized), or whose class names differ, with a
  * message naming the checkpoint, the folder and both hashes. A checkpoint without a hash or
- * names (IDX, CIFAR-10, synthetic data, older checkpoints) loads as with ct_load. */
+ * names (IDX, CIFAR-10, synthetic data, older checkpoints) loads as with ct_load. Called before
+ * ct_prepare, it reads the checkpoint first and prepares the run itself; in one of several
+ * processes (mpirun, srun) it must be, so that the processes' join compares the checkpoint each
+ * resumes from (CT_ERR_USAGE on a run already prepared). */
 ct_status ct_resume(ct_net *net, const char *path);
 /* What the last ct_resume means beyond the state it restored, "" when nothing: the checkpoint was
  * trained with another optimizer (its moments are dropped, the config's start from zero), or it is

@@ -527,8 +527,13 @@ static ct_status open_process_replica(ct_net *net)
         ct_scaler s = ct_train_scaler_start(t);
         st = be->ops->scaler_set(be, &s, &net->run.err);
     }
-    if (st == CT_OK)
-        st = ct_world_join(net->run.world, net->run.batch, (long)net->run.replicas[0].graph.n_params, &net->run.err);
+    if (st == CT_OK) {
+        char *agreed = NULL;
+        st = ct_run_agreement(&net->run, CT_VERSION_STRING, net->run.resumed, &agreed, &net->run.err);
+        if (st == CT_OK)
+            st = ct_world_join(net->run.world, agreed, &net->run.err);
+        free(agreed);
+    }
     if (st == CT_OK) {
         ct_train_apply_threads(&net->run);
         int threads = omp_get_max_threads();

@@ -5,8 +5,10 @@
 #include <string.h>
 
 #include "api/handle.h"
+#include "base/crc32c.h"
 #include "checkpoint/snapshot.h"
 
+static ct_status read_checkpoint_crc(ct_net *net, const char *path, ct_checkpoint *ck, uint32_t *crc);
 
 ct_status ct_save(ct_net *net, const char *path)
 {
@@ -68,6 +70,24 @@ const char *ct_resume_note(const ct_net *net)
     return net ? net->resume_note : "";
 }
 
+/* ct_resume before the run is prepared: the checkpoint is read first (after the processes' world
+ * opens, before the data loads), so that under mpirun / srun the join compares what every process
+ * resumes from. */
+static ct_status read_before_prepare(ct_net *net, const char *path, ct_checkpoint *ck)
+{
+    uint32_t crc = 0;
+    ct_status st = ct_net_build_graph(net);
+    if (st == CT_OK)
+        st = read_checkpoint_crc(net, path, ck, &crc);
+    if (st != CT_OK)
+        return st;
+    snprintf(net->run.resumed, sizeof net->run.resumed, "step %llu (epoch %d), crc32c %08x",
+             (unsigned long long)ck->step, (int)ck->epoch, (unsigned)crc);
+    st = ct_prepare(net);
+    net->run.resumed[0] = '\0';
+    return st;
+}
+
 /* ct_load and ct_resume: the checkpoint into the network, after (resuming) the check that it was
  * saved from this training set; nothing changes on a refusal. */
 static ct_status load_checkpoint(ct_net *net, const char *path, int resuming)
@@ -75,13 +95,23 @@ static ct_status load_checkpoint(ct_net *net, const char *path, int resuming)
     if (!net || !path)
         return net ? ct_fail(&net->run.err, CT_ERR_USAGE, "%s: path is NULL", resuming ? "ct_resume" : "ct_load")
                    : CT_ERR_USAGE;
-    ct_status st = ct_prepare(net);
-    if (st != CT_OK)
-        return st;
     ct_checkpoint ck;
+    memset(&ck, 0, sizeof ck);
+    ct_status st;
     if (resuming)
         net->resume_note[0] = '\0';
-    st = ct_net_read_checkpoint(net, path, &ck);
+    if (resuming && !net->prepared) {
+        st = read_before_prepare(net, path, &ck);
+    } else if (resuming && net->run.world) {
+        st = ct_fail(&net->run.err, CT_ERR_USAGE,
+                     "ct_resume %s: in one of several processes (mpirun, srun), resume before the run is prepared "
+                     "(call ct_resume instead of ct_prepare), so that the processes' join compares the checkpoint "
+                     "each resumes from", path);
+    } else {
+        st = ct_prepare(net);
+        if (st == CT_OK)
+            st = ct_net_read_checkpoint(net, path, &ck);
+    }
     if (st == CT_OK && resuming)
         st = ct_run_check_dataset(&net->run, &ck, path, &net->run.err);
     if (st == CT_OK)
@@ -127,8 +157,9 @@ const char *ct_class_name(const ct_net *net, int index)
     return net->n_class_names > 0 ? net->class_names[index] : net->run.train.class_names[index];
 }
 
-/* Reads and parses a whole checkpoint file into ck (handle.h). */
-ct_status ct_net_read_checkpoint(ct_net *net, const char *path, ct_checkpoint *ck)
+/* Reads and parses a whole checkpoint file into ck; *crc (when not NULL): the CRC-32C of its
+ * bytes. */
+static ct_status read_checkpoint_crc(ct_net *net, const char *path, ct_checkpoint *ck, uint32_t *crc)
 {
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -142,8 +173,16 @@ ct_status ct_net_read_checkpoint(ct_net *net, const char *path, ct_checkpoint *c
     st = ct_checkpoint_read_file(path, limit, &buf, &len, &net->run.err);
     if (st == CT_OK)
         st = ct_checkpoint_parse(buf, len, path, ck, &net->run.err);
+    if (st == CT_OK && crc)
+        *crc = ct_crc32c(buf, len);
     free(buf);
     return st;
+}
+
+/* handle.h */
+ct_status ct_net_read_checkpoint(ct_net *net, const char *path, ct_checkpoint *ck)
+{
+    return read_checkpoint_crc(net, path, ck, NULL);
 }
 
 ct_status ct_checkpoint_info(ct_net *net, const char *path, int *epoch, long *step, double *test_accuracy)

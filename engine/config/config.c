@@ -96,6 +96,11 @@ void ct_config_free(ct_config *cfg)
     free(cfg->data.test_labels);
     free(cfg->data.class_list);
     free(cfg->layers);
+    for (int i = 0; i < cfg->n_values; i++) {
+        free(cfg->values[i].key);
+        free(cfg->values[i].value);
+    }
+    free(cfg->values);
     memset(cfg, 0, sizeof *cfg);
 }
 

@@ -120,6 +120,17 @@ typedef struct ct_layer_config {
     ct_layer_dtype dtype;    /* dense, conv2d, batchnorm: auto or pinned to fp32 */
 } ct_layer_config;
 
+/* One key as resolved (its value, else its default), for comparing the configs of the processes of
+ * one launch, which must agree (train/world.h's join). */
+typedef struct ct_config_value {
+    char *key;               /* "section.key" */
+    char *value;             /* numbers and words as parsed ("1e-3" and "0.001" alike), other values
+                              * as written, "(not set)" without a value or default */
+    int per_process;         /* may differ between the processes of one launch: what says where
+                              * (paths, whose content the data's checksum compares), on which device
+                              * and how fast, never what is trained */
+} ct_config_value;
+
 typedef struct ct_config {
     char *file;              /* as given */
     char *dir;               /* folder of file, for relative paths */
@@ -127,6 +138,8 @@ typedef struct ct_config {
     ct_train_config train;
     ct_layer_config *layers;
     int n_layers;
+    ct_config_value *values; /* every section's keys, in file order, each section's in its table's */
+    int n_values;
 } ct_config;
 
 ct_status ct_config_load(ct_config *cfg, const ct_ini *ini, ct_err *err);

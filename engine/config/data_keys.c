@@ -43,9 +43,9 @@ static const ct_key_spec common_keys[] = {
     /* the input pipeline: worker threads (auto sizes them from measured rates), the prefetch
      * ring's depth in batches, where augmentation runs, the naive mode, the last partial batch */
     {.name = "workers", .kind = CT_KEY_CUSTOM, .parse = parse_auto_count, .offset = D(workers), .def = "auto",
-     .flags = CT_KEY_HAS_MIN | CT_KEY_HAS_MAX, .min = 1, .max = 256},
+     .flags = CT_KEY_PER_PROCESS | CT_KEY_HAS_MIN | CT_KEY_HAS_MAX, .min = 1, .max = 256},
     {.name = "prefetch", .kind = CT_KEY_CUSTOM, .parse = parse_auto_count, .offset = D(prefetch), .def = "auto",
-     .flags = CT_KEY_HAS_MIN | CT_KEY_HAS_MAX, .min = 1, .max = 64},
+     .flags = CT_KEY_PER_PROCESS | CT_KEY_HAS_MIN | CT_KEY_HAS_MAX, .min = 1, .max = 64},
     {.name = "augment_on", .kind = CT_KEY_ENUM, .offset = D(augment_on), .def = "cpu", .names = augment_on_names,
      .label = "augment_on"},
     {.name = "pipeline", .kind = CT_KEY_ENUM, .offset = D(pipeline), .def = "parallel", .names = pipeline_names,

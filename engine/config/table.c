@@ -510,6 +510,69 @@ static ct_status read_variant(ct_value_ctx *vc, const ct_key_spec *ks, void *bas
     return CT_OK;
 }
 
+/* Row ks's value as read into base, canonical where the kind allows ("1e-3" and "0.001" are one
+ * number), else text as written; into buf. */
+static const char *resolved_text(const ct_key_spec *ks, const char *text, const void *base, char *buf, size_t n)
+{
+    const char *field = (const char *)base + ks->offset;
+    switch (ks->kind) {
+    case CT_KEY_INT:
+        snprintf(buf, n, "%d", *(const int *)field);
+        return buf;
+    case CT_KEY_LONG:
+        snprintf(buf, n, "%ld", *(const long *)field);
+        return buf;
+    case CT_KEY_U64:
+        snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field);
+        return buf;
+    case CT_KEY_FLOAT:
+        snprintf(buf, n, "%.9g", (double)*(const float *)field);
+        return buf;
+    case CT_KEY_BOOL:
+        return *(const int *)field ? "on" : "off";
+    case CT_KEY_ENUM:
+        return ks->names[*(const int *)field];
+    case CT_KEY_PATH:
+    case CT_KEY_PATH_LIST:
+        return *(char *const *)field ? *(char *const *)field : text;
+    case CT_KEY_CUSTOM:
+        break;
+    }
+    return text;
+}
+
+/* Appends every row that applies to the section's variant (each name once) to vc->cfg->values. */
+static ct_status record_values(ct_value_ctx *vc, const ct_key_set *set, const void *base)
+{
+    const ct_key_spec *ks;
+    for (row_iter it = {set, 0, 0}; (ks = next_row(&it)) != NULL;) {
+        if (!applies(ks, vc->variant) || find_key(set, ks->name, vc->variant) != ks)
+            continue;
+        const ct_ini_entry *e = ct_section_entry(vc->sec, ks->name);
+        const char *text = e ? e->value : ks->def;
+        char buf[64];
+        const char *value = text ? resolved_text(ks, text, base, buf, sizeof buf) : "(not set)";
+        ct_config *cfg = vc->cfg;
+        ct_config_value *grown = realloc(cfg->values, (size_t)(cfg->n_values + 1) * sizeof *grown);
+        if (!grown)
+            return ct_config_nomem(vc->err);
+        cfg->values = grown;
+        ct_config_value *v = &cfg->values[cfg->n_values];
+        size_t klen = strlen(vc->section) + strlen(ks->name) + 2;
+        v->key = malloc(klen);
+        v->value = strdup(value);
+        v->per_process = (ks->flags & CT_KEY_PER_PROCESS) || ks->kind == CT_KEY_PATH || ks->kind == CT_KEY_PATH_LIST;
+        if (!v->key || !v->value) {
+            free(v->key);
+            free(v->value);
+            return ct_config_nomem(vc->err);
+        }
+        snprintf(v->key, klen, "%s.%s", vc->section, ks->name);
+        cfg->n_values++;
+    }
+    return CT_OK;
+}
+
 ct_status ct_keys_read(ct_value_ctx *vc, const ct_key_set *set, void *base)
 {
     ct_status st;
@@ -535,5 +598,5 @@ ct_status ct_keys_read(ct_value_ctx *vc, const ct_key_set *set, void *base)
     for (row_iter it = {set, 0, 0}; (ks = next_row(&it)) != NULL;)
         if ((ks->flags & CT_KEY_REQUIRED) && applies(ks, vc->variant) && !ct_section_entry(vc->sec, ks->name))
             return ct_fail_section(vc, "[%s] needs '%s'", vc->section, ks->name);
-    return CT_OK;
+    return record_values(vc, set, base);
 }

@@ -62,6 +62,9 @@ enum {
     /* Given where the row does not apply, always say where it does, even when a key of this
      * variant is one edit away: `dtype` on a pool is not a misspelt `type`. */
     CT_KEY_EXPLAIN_MISPLACED = 1 << 5,
+    /* May differ between the processes of one launch (ct_config_value.per_process): where and how
+     * fast a process runs, not what it trains. Paths are so without the flag. */
+    CT_KEY_PER_PROCESS = 1 << 6,
 };
 
 struct ct_key_spec;
@@ -127,7 +130,8 @@ typedef struct ct_key_set {
 
 /* Reads vc->sec into base: the variant key (its entry, else its default; neither leaves
  * vc->variant alone and the required check to complain), then the defaults of the rows that
- * apply to vc->variant, the entries in file order, and the required keys. vc->entry is left NULL. */
+ * apply to vc->variant, the entries in file order, and the required keys; then appends every row
+ * that applies, as resolved, to vc->cfg->values. vc->entry is left NULL. */
 ct_status ct_keys_read(ct_value_ctx *vc, const ct_key_set *set, void *base);
 /* One value through its row, text (an entry's value or a default) into the struct at base. */
 ct_status ct_key_parse(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base);

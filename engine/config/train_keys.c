@@ -80,7 +80,8 @@ static const ct_key_spec train_keys[] = {
      .flags = CT_KEY_HAS_MIN | CT_KEY_HAS_MAX, .min = 1, .max = 16777216},
     {.name = "loss_scale_growth_steps", .kind = CT_KEY_INT, .offset = T(loss_scale_growth_steps), .def = "2000",
      .flags = CT_KEY_HAS_MIN, .min = 1},
-    {.name = "devices", .kind = CT_KEY_CUSTOM, .parse = parse_devices, .offset = T(devices), .def = "all"},
+    {.name = "devices", .kind = CT_KEY_CUSTOM, .parse = parse_devices, .offset = T(devices), .def = "all",
+     .flags = CT_KEY_PER_PROCESS},
     /* DDP's default bucket; a collective that waits longer than comm_timeout is an error */
     {.name = "bucket_mib", .kind = CT_KEY_FLOAT, .offset = T(bucket_mib), .def = "25",
      .flags = CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN, .min = 0},
@@ -88,7 +89,7 @@ static const ct_key_spec train_keys[] = {
      * default); on: with the global batch's */
     {.name = "sync_bn", .kind = CT_KEY_BOOL, .offset = T(sync_bn), .def = "off"},
     {.name = "comm_timeout", .kind = CT_KEY_FLOAT, .offset = T(comm_timeout), .def = "300",
-     .flags = CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN, .min = 0},
+     .flags = CT_KEY_PER_PROCESS | CT_KEY_HAS_MIN | CT_KEY_MIN_OPEN, .min = 0},
     /* nccl forces NCCL's communicator even on one GPU (one rank), to test that path alone */
     {.name = "comm", .kind = CT_KEY_ENUM, .offset = T(comm), .def = "auto", .names = comm_names, .label = "comm"},
     {.name = "graph", .kind = CT_KEY_CUSTOM, .parse = parse_capture, .offset = T(capture), .def = "auto"},
@@ -97,9 +98,10 @@ static const ct_key_spec train_keys[] = {
     /* on by default, as PyTorch's torch.backends.cudnn.allow_tf32; off for parity runs, whose
      * convolutions must then round as plain fp32 */
     {.name = "tf32", .kind = CT_KEY_BOOL, .offset = T(tf32), .def = "on"},
-    {.name = "memory", .kind = CT_KEY_CUSTOM, .parse = parse_memory, .def = "grow"},
+    {.name = "memory", .kind = CT_KEY_CUSTOM, .parse = parse_memory, .def = "grow", .flags = CT_KEY_PER_PROCESS},
     {.name = "seed", .kind = CT_KEY_U64, .offset = T(seed), .def = "42"},
-    {.name = "threads", .kind = CT_KEY_INT, .offset = T(threads), .def = "0", .flags = CT_KEY_HAS_MIN, .min = 0},
+    {.name = "threads", .kind = CT_KEY_INT, .offset = T(threads), .def = "0",
+     .flags = CT_KEY_PER_PROCESS | CT_KEY_HAS_MIN, .min = 0},
     {.name = "checkpoint_every", .kind = CT_KEY_LONG, .offset = T(checkpoint_every), .def = "0",
      .flags = CT_KEY_HAS_MIN, .min = 0},
     {.name = "keep", .kind = CT_KEY_INT, .offset = T(keep), .def = "3", .flags = CT_KEY_HAS_MIN, .min = 1},

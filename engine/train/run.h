@@ -46,6 +46,8 @@ typedef struct ct_run {
     double comm_seconds;     /* the all-reduce's time by the clock this epoch, where steps run on the host */
     long bad_images_before;  /* the pipeline's replaced-sample count when the epoch began */
     struct ct_trace *trace;  /* while a step is traced: its events (train/trace.h) */
+    char resumed[160];       /* the checkpoint ct_resume loads, for the processes' join to compare
+                              * (its step and checksum); "" when the run starts fresh */
 } ct_run;
 
 /* ---- the trainer (train.c) ---- */
@@ -72,6 +74,15 @@ ct_status ct_train_broadcast_state(ct_run *run, ct_err *err);
 /* The training pipeline's config: [data]'s keys, replica 0's device's host memory for its ring,
  * device augmentation only where there is a device. */
 void ct_run_pipeline_config(ct_run *run, ct_pipeline_config *pc);
+
+/* ---- several processes (agreement.c) ---- */
+
+/* What the processes of one launch must agree on, as lines of "key = value" for the join
+ * (world.h), into *out (malloc'd): this cutrain's version, the config as resolved less the keys
+ * that may differ per process, the data as loaded (counts, shapes, checksums), the global batch,
+ * the parameter count, and `resumed`, what identifies the checkpoint resumed from (NULL or "":
+ * none). On a run whose data is loaded and replicas bound. */
+ct_status ct_run_agreement(const ct_run *run, const char *version, const char *resumed, char **out, ct_err *err);
 
 /* ---- the benchmark and the trace (bench.c), on a prepared run ---- */
 

@@ -3,6 +3,7 @@
  * receives theirs, so each rank knows exactly which peers it still waits for. For the handful
  * of CPU processes this serves, P - 1 messages each way cost less than a tree's extra hops, and
  * every rank then holds every part, to sum in one fixed order. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,9 +60,9 @@ ct_status ct_world_open(ct_world **out, double timeout_s, ct_err *err)
                    size);
 }
 
-ct_status ct_world_join(ct_world *w, long batch, long params, ct_err *err)
+ct_status ct_world_join(ct_world *w, const char *agreed, ct_err *err)
 {
-    (void)w; (void)batch; (void)params;
+    (void)w; (void)agreed;
     return ct_fail(err, CT_ERR_INTERNAL, "no MPI world in this build");
 }
 
@@ -98,6 +99,14 @@ struct ct_world {
     char broken_msg[sizeof ((ct_err *)0)->msg];
     MPI_Request *reqs;      /* (2 * size) */
     int *peer;              /* (2 * size) the rank of each request */
+    /* (2 * size) a receive's buffer and length (NULL for a send), and whether its message was
+     * matched yet: a receive is posted only once a probe has seen the peer's next message with
+     * this exchange's tag and exactly this length, so no message of another size or exchange is
+     * ever written into a buffer (a truncated receive was seen to corrupt the heap under Open MPI
+     * 4.1, where MPI promises only an error) */
+    void **into;
+    size_t *want;
+    int tag;                /* the current exchange's */
 };
 
 /* MPI is the process's: finalised at exit by whoever started it, never by a world's close (MPI
@@ -147,7 +156,9 @@ ct_status ct_world_open(ct_world **out, double timeout_s, ct_err *err)
     MPI_Comm_size(w->comm, &w->size);
     w->reqs = malloc(2 * (size_t)w->size * sizeof *w->reqs);
     w->peer = malloc(2 * (size_t)w->size * sizeof *w->peer);
-    if (!w->reqs || !w->peer) {
+    w->into = malloc(2 * (size_t)w->size * sizeof *w->into);
+    w->want = malloc(2 * (size_t)w->size * sizeof *w->want);
+    if (!w->reqs || !w->peer || !w->into || !w->want) {
         ct_world_close(w);
         return ct_fail(err, CT_ERR_NOMEM, "out of memory for the process world");
     }
@@ -166,6 +177,13 @@ int ct_world_rank(const ct_world *w) { return w->rank; }
 int ct_world_broken(const ct_world *w) { return w->broken; }
 int ct_world_size(const ct_world *w) { return w->size; }
 
+/* Request i is not complete: a send or a matched receive still running, or a receive whose
+ * message has not come. */
+static int pending(const ct_world *w, int i)
+{
+    return w->reqs[i] != MPI_REQUEST_NULL || w->into[i] != NULL;
+}
+
 /* Lists the peers of the requests not yet complete (each once) into buf. */
 static void name_pending(const ct_world *w, int n, char *buf, size_t cap, int *count)
 {
@@ -173,11 +191,11 @@ static void name_pending(const ct_world *w, int n, char *buf, size_t cap, int *c
     *count = 0;
     buf[0] = '\0';
     for (int i = 0; i < n; i++) {
-        if (w->reqs[i] == MPI_REQUEST_NULL)
+        if (!pending(w, i))
             continue;
         int seen = 0;
         for (int j = 0; j < i; j++)
-            seen |= w->reqs[j] != MPI_REQUEST_NULL && w->peer[j] == w->peer[i];
+            seen |= pending(w, j) && w->peer[j] == w->peer[i];
         if (seen || used >= cap)
             continue;
         int k = snprintf(buf + used, cap - used, "%s%d", used ? ", " : "", w->peer[i]);
@@ -191,6 +209,46 @@ static ct_status broken(ct_world *w, ct_err *err)
     return ct_fail(err, CT_ERR_BACKEND, "%s", w->broken_msg);
 }
 
+/* Receive i's message, once the peer's next one has come: received when it is this exchange's and
+ * of the expected length (w->into[i] becomes NULL, w->reqs[i] the receive), an error that breaks the
+ * world otherwise. MPI keeps the messages of two ranks in the order they were sent, and every
+ * exchange ends before the next begins, so the peer's next message belongs to this exchange unless
+ * the processes are out of step (they train different steps). */
+static ct_status match_receive(ct_world *w, int i, const char *what, ct_err *err)
+{
+    int found = 0, count = 0;
+    MPI_Message msg;
+    MPI_Status status;
+    if (MPI_Improbe(w->peer[i], MPI_ANY_TAG, w->comm, &found, &msg, &status) != MPI_SUCCESS) {
+        w->broken = 1;
+        snprintf(w->broken_msg, sizeof w->broken_msg, "rank %d lost rank %d in %s: it died or its connection broke",
+                 w->rank, w->peer[i], what);
+        return broken(w, err);
+    }
+    if (!found)
+        return CT_OK;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    if (status.MPI_TAG != w->tag || count == MPI_UNDEFINED || (size_t)count != w->want[i]) {
+        /* the message stays unreceived: nothing of it is written anywhere */
+        w->broken = 1;
+        snprintf(w->broken_msg, sizeof w->broken_msg,
+                 "rank %d expected %zu bytes from rank %d in %s, and rank %d sent %d bytes%s: the processes are out "
+                 "of step (they do not train the same steps; every process must train the same config and data)",
+                 w->rank, w->want[i], w->peer[i], what, w->peer[i], count,
+                 status.MPI_TAG != w->tag ? " of another exchange" : "");
+        return broken(w, err);
+    }
+    void *into = w->into[i];
+    w->into[i] = NULL;
+    if (MPI_Imrecv(into, count, MPI_BYTE, &msg, &w->reqs[i]) != MPI_SUCCESS) {
+        w->broken = 1;
+        snprintf(w->broken_msg, sizeof w->broken_msg, "rank %d could not receive rank %d's message in %s", w->rank,
+                 w->peer[i], what);
+        return broken(w, err);
+    }
+    return CT_OK;
+}
+
 /* Polls the n requests in w->reqs until all complete, one fails or the deadline passes. Polling,
  * not MPI_Waitall: MPI has no timeout, and a stopped peer never answers. */
 static ct_status wait_all(ct_world *w, int n, const char *what, ct_err *err)
@@ -200,6 +258,15 @@ static ct_status wait_all(ct_world *w, int n, const char *what, ct_err *err)
     for (;;) {
         int left = 0;
         for (int i = 0; i < n; i++) {
+            if (w->into[i]) {
+                ct_status st = match_receive(w, i, what, err);
+                if (st != CT_OK)
+                    return st;
+                if (w->into[i]) {
+                    left++;
+                    continue;
+                }
+            }
             if (w->reqs[i] == MPI_REQUEST_NULL)
                 continue;
             int done = 0;
@@ -241,7 +308,27 @@ static ct_status wait_all(ct_world *w, int n, const char *what, ct_err *err)
 static int next_tag(ct_world *w)
 {
     /* MPI guarantees tags up to 32767; messages between two ranks stay in order anyway */
-    return (int)(w->seq++ % 32767u);
+    w->tag = (int)(w->seq++ % 32767u);
+    return w->tag;
+}
+
+/* Request i: a receive of exactly `bytes` from peer into `into`, posted when its message comes
+ * (match_receive). */
+static void expect(ct_world *w, int i, int peer, void *into, size_t bytes)
+{
+    w->peer[i] = peer;
+    w->reqs[i] = MPI_REQUEST_NULL;
+    w->into[i] = into;
+    w->want[i] = bytes;
+}
+
+/* Request i: `bytes` of buf to peer. */
+static void post_send(ct_world *w, int i, int peer, const void *buf, size_t bytes, int tag)
+{
+    w->peer[i] = peer;
+    w->into[i] = NULL;
+    w->want[i] = bytes;
+    MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, w->comm, &w->reqs[i]);
 }
 
 static ct_status check_count(ct_world *w, size_t bytes, const char *what, ct_err *err)
@@ -262,18 +349,12 @@ ct_status ct_world_all_gather(ct_world *w, const void *mine, void *all, size_t b
     unsigned char *out = all;
     /* sent from this rank's own slot of `all`, which outlives a failed send's pending request */
     memcpy(out + (size_t)w->rank * bytes, mine, bytes);
-    for (int r = 0; r < w->size; r++) {
-        if (r == w->rank)
-            continue;
-        w->peer[n] = r;
-        MPI_Irecv(out + (size_t)r * bytes, (int)bytes, MPI_BYTE, r, tag, w->comm, &w->reqs[n++]);
-    }
-    for (int r = 0; r < w->size; r++) {
-        if (r == w->rank)
-            continue;
-        w->peer[n] = r;
-        MPI_Isend(out + (size_t)w->rank * bytes, (int)bytes, MPI_BYTE, r, tag, w->comm, &w->reqs[n++]);
-    }
+    for (int r = 0; r < w->size; r++)
+        if (r != w->rank)
+            expect(w, n++, r, out + (size_t)r * bytes, bytes);
+    for (int r = 0; r < w->size; r++)
+        if (r != w->rank)
+            post_send(w, n++, r, out + (size_t)w->rank * bytes, bytes, tag);
     return wait_all(w, n, what, err);
 }
 
@@ -286,33 +367,78 @@ ct_status ct_world_broadcast(ct_world *w, void *buf, size_t bytes, int root, con
     int tag = next_tag(w), n = 0;
     if (w->rank == root) {
         for (int r = 0; r < w->size; r++)
-            if (r != root) {
-                w->peer[n] = r;
-                MPI_Isend(buf, (int)bytes, MPI_BYTE, r, tag, w->comm, &w->reqs[n++]);
-            }
+            if (r != root)
+                post_send(w, n++, r, buf, bytes, tag);
     } else {
-        w->peer[n] = root;
-        MPI_Irecv(buf, (int)bytes, MPI_BYTE, root, tag, w->comm, &w->reqs[n++]);
+        expect(w, n++, root, buf, bytes);
     }
     return wait_all(w, n, what, err);
 }
 
-typedef struct hello {
-    long batch, params;
-} hello;
-
-ct_status ct_world_join(ct_world *w, long batch, long params, ct_err *err)
+/* Line `index` of text (lines end with '\n') as its own string in buf; "" past the end. */
+static const char *line_at(const char *text, int index, char *buf, size_t n)
 {
-    hello mine = {batch, params}, *all = calloc((size_t)w->size, sizeof *all);
-    if (!all)
+    for (int i = 0; i < index && text; i++)
+        text = (text = strchr(text, '\n')) ? text + 1 : NULL;
+    buf[0] = '\0';
+    if (!text || !*text)
+        return buf;
+    size_t len = strcspn(text, "\n");
+    snprintf(buf, n, "%.*s", (int)(len < n ? len : n - 1), text);
+    return buf;
+}
+
+/* The first line where a and b differ, named in err: a is rank 0's, b rank r's. */
+static ct_status disagreement(const ct_world *w, const char *a, const char *b, int r, ct_err *err)
+{
+    char la[256], lb[256];
+    for (int i = 0;; i++) {
+        line_at(a, i, la, sizeof la);
+        line_at(b, i, lb, sizeof lb);
+        if (strcmp(la, lb) != 0 || !la[0])
+            break;
+    }
+    const char *ea = strstr(la, " = "), *eb = strstr(lb, " = ");
+    int ka = ea ? (int)(ea - la) : (int)strlen(la), kb = eb ? (int)(eb - lb) : (int)strlen(lb);
+    const char *tail = "every process of one launch must train the same config, data and checkpoint (docs/processes.md "
+                       "lists the keys that may differ)";
+    if (ea && eb && ka == kb && strncmp(la, lb, (size_t)ka) == 0)
+        return ct_fail(err, CT_ERR_CONFIG, "the processes disagree on %.*s: rank 0 has %s, rank %d has %s (this is "
+                       "rank %d); %s", ka, la, ea + 3, r, eb + 3, w->rank, tail);
+    return ct_fail(err, CT_ERR_CONFIG, "the processes disagree from %.*s on: rank 0 has %s, rank %d has %s (this is "
+                   "rank %d); %s", ka ? ka : kb, ka ? la : lb, la[0] ? la : "nothing more", r,
+                   lb[0] ? lb : "nothing more", w->rank, tail);
+}
+
+ct_status ct_world_join(ct_world *w, const char *agreed, ct_err *err)
+{
+    const char *what = "the join (the first exchange, after loading the data)";
+    uint64_t mine = strlen(agreed) + 1, *lengths = calloc((size_t)w->size, sizeof *lengths);
+    if (!lengths)
         return ct_fail(err, CT_ERR_NOMEM, "out of memory for the processes' join");
-    ct_status st = ct_world_all_gather(w, &mine, all, sizeof mine, "the join (the first exchange, after loading "
-                                       "the data)", err);
+    /* every rank's length first, so that the texts travel in blocks of one size */
+    ct_status st = ct_world_all_gather(w, &mine, lengths, sizeof mine, what, err);
+    uint64_t block = 0;
     for (int r = 0; r < w->size && st == CT_OK; r++)
-        if (all[r].batch != batch || all[r].params != params)
-            st = ct_fail(err, CT_ERR_CONFIG,
-                         "rank %d has global batch %ld and %ld parameters, rank %d has %ld and %ld: every process "
-                         "must train the same config", w->rank, batch, params, r, all[r].batch, all[r].params);
+        block = lengths[r] > block ? lengths[r] : block;
+    if (!w->broken)
+        free(lengths);
+    if (st != CT_OK)
+        return st;
+    if (block > (1u << 24))
+        return ct_fail(err, CT_ERR_INTERNAL, "the join's texts are too large (%llu bytes)", (unsigned long long)block);
+    char *padded = calloc(1, (size_t)block), *all = calloc((size_t)w->size, (size_t)block);
+    if (!padded || !all) {
+        free(padded);
+        free(all);
+        return ct_fail(err, CT_ERR_NOMEM, "out of memory for the processes' join");
+    }
+    memcpy(padded, agreed, (size_t)mine);
+    st = ct_world_all_gather(w, padded, all, (size_t)block, what, err);
+    for (int r = 1; r < w->size && st == CT_OK; r++)
+        if (strcmp(all, all + (size_t)r * block) != 0)
+            st = disagreement(w, all, all + (size_t)r * block, r, err);
+    free(padded);
     /* a failed exchange may still write into `all` */
     if (!w->broken)
         free(all);
@@ -332,6 +458,8 @@ void ct_world_close(ct_world *w)
             MPI_Comm_free(&w->comm);
         free(w->reqs);
         free(w->peer);
+        free(w->into);
+        free(w->want);
         free(w);
     }
 }

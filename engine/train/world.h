@@ -27,9 +27,11 @@ void ct_world_launcher(int *rank, int *size, int *local_rank);
  * without MPI fails, saying how to build one. MPI_Init waits for every process to reach it, so
  * this comes before anything slow (loading data). */
 ct_status ct_world_open(ct_world **out, double timeout_s, ct_err *err);
-/* The first exchange: every rank says it is here, with the global batch and the parameter
- * count, which must agree. Ends with an error naming the ranks that did not join in time. */
-ct_status ct_world_join(ct_world *w, long batch, long params, ct_err *err);
+/* The first exchange: every rank says it is here, with `agreed`, lines of "key = value" that
+ * must be the same on every rank (ct_run_agreement: the config, the data, the checkpoint resumed
+ * from). Ends with an error naming the ranks that did not join in time, or (CT_ERR_CONFIG) the
+ * first key on which a rank differs from rank 0, both values and both ranks. */
+ct_status ct_world_join(ct_world *w, const char *agreed, ct_err *err);
 int ct_world_rank(const ct_world *w);
 int ct_world_size(const ct_world *w);
 

@@ -10,10 +10,17 @@
 #            rank; under mpirun --enable-recovery, which leaves the survivors running, cutrain's
 #            timeout error names it within comm_timeout plus a few seconds
 #   bad      what one of several processes cannot train is refused, naming the config line
+#   disagree ranks that would train differently (another train_limit, seed, optimizer, epochs, or
+#            checkpoint resumed from) are refused at the join with exit 2 naming the key and both
+#            values, no crash; keys that may differ per process (threads) and the same value
+#            written another way (learning_rate 1e-3 and 0.001) train together
+#   sizes    two processes out of step, each sending a message of another size than the other
+#            expects: both get an error naming the sizes, nothing written past a buffer
+#            (tests/mpi/world_sizes.c)
 #   no_mpi   a build without MPI refuses to run as one of several processes (skipped with MPI)
 # Usage: test_mpi.sh CASE   (environment: CT_CLI, CT_FMNIST_DIR, CT_WITH_MPI=ON|OFF, CT_MPIEXEC)
 set -uo pipefail
-case=${1:?usage: test_mpi.sh equal|stopped|stalled|killed|bad|no_mpi}
+case=${1:?usage: test_mpi.sh equal|stopped|stalled|killed|bad|disagree|sizes|no_mpi}
 cli=${CT_CLI:?CT_CLI names the cutrain command}
 fmnist=${CT_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
 with_mpi=${CT_WITH_MPI:-OFF}
@@ -184,6 +191,56 @@ bad)
     "${launcher[@]}" -np 2 "$cli" train --config odd.ini -q > run.out 2> run.err && fail "batch 63 over 2 processes ran"
     grep -q "batch = 63 does not split evenly over 2 processes" run.err || fail "batch 63 is not refused"
     echo "refused devices = cpu:2 and batch = 63 in 2 processes, naming their lines"
+    ;;
+disagree)
+    write_config 1
+    # refused LABEL KEY SHOWN0 SHOWN1 [rank 1's options...]: rank 1 differs from rank 0 in KEY
+    refused() {
+        local label=$1 key=$2 v0=$3 v1=$4
+        shift 4
+        "${launcher[@]}" -np 1 "$cli" train --config net.ini -q : -np 1 "$cli" train --config net.ini -q "$@" \
+            > "$label.out" 2> "$label.err"
+        local rc=$?
+        [ "$rc" -eq 2 ] || fail "$label: mpirun exited $rc, expected 2 (refused at the join)"
+        grep -q "the processes disagree on $key: rank 0 has $v0, rank 1 has $v1" "$label.err" ||
+            fail "$label: no refusal naming $key ($v0 against $v1)"
+        grep -qE "free\(\)|signal|Segmentation|corrupt" "$label.err" && fail "$label: a process crashed"
+        grep -q "^epoch" "$label.out" && fail "$label: an epoch trained"
+        tried=$((tried + 1))
+    }
+    tried=0
+    refused limit data.train_limit 1024 512 --set data.train_limit=512
+    refused seed train.seed 42 7 --set train.seed=7
+    refused optimizer train.optimizer adam sgd --set train.optimizer=sgd
+    refused rate train.learning_rate 0.00100000005 0.00999999978 --set train.learning_rate=0.01
+    refused epochs train.epochs 1 2 --set train.epochs=2
+    # the data's content, whatever the paths: rank 1 reads the test set as its training set
+    refused data "the training set's checksum" "images crc32c [0-9a-f]*, labels crc32c [0-9a-f]*" \
+        "images crc32c [0-9a-f]*, labels crc32c [0-9a-f]*" \
+        --set data.train="$fmnist/t10k-images-idx3-ubyte.gz" --set data.train_labels="$fmnist/t10k-labels-idx1-ubyte.gz"
+    # what may differ per process, and one value written two ways, train together; rank 0 saves
+    "${launcher[@]}" -np 1 "$cli" train --config net.ini -q --checkpoint ck : \
+        -np 1 "$cli" train --config net.ini -q --set train.threads=2 --set train.learning_rate=1e-3 > same.out 2> same.err ||
+        fail "ranks that differ only in threads and in how learning_rate is written did not train"
+    # the checkpoint resumed from is compared: one rank resumes, the other starts fresh
+    "${launcher[@]}" -np 1 "$cli" train --config net.ini -q --set train.epochs=2 --resume ck : \
+        -np 1 "$cli" train --config net.ini -q --set train.epochs=2 > resume.out 2> resume.err
+    rc=$?
+    [ "$rc" -eq 2 ] && grep -q "the processes disagree on the checkpoint resumed from: rank 0 has step 16" resume.err ||
+        fail "one rank resuming and the other not: exit $rc, not refused at the join"
+    tried=$((tried + 1))
+    "${launcher[@]}" -np 2 "$cli" train --config net.ini -q --set train.epochs=2 --resume ck > both.out 2> both.err ||
+        fail "both ranks resuming from one checkpoint did not train"
+    grep -q "^epoch 2/2" both.out || fail "both ranks resuming: no second epoch printed"
+    echo "refused $tried disagreements at the join with exit 2, e.g. $(grep -m1 'disagree' limit.err)"
+    ;;
+sizes)
+    # each rank ends at once after its checks (_Exit: a broken world's requests stay pending), which
+    # mpirun reports as an improper exit: the verdict is what both ranks printed
+    "${launcher[@]}" -np 2 "${CT_WORLD_SIZES:?CT_WORLD_SIZES names tests/mpi/world_sizes.c built}" > run.out 2> run.err
+    [ "$(grep -c 'refused, guard intact' run.out)" -eq 2 ] && ! grep -q FAILED run.out ||
+        fail "a message of another size than expected was not refused on both ranks: $(cat run.out run.err)"
+    echo "out of step: both ranks refused the other's message of another size, guards intact"
     ;;
 no_mpi)
     write_config 2

@@ -98,6 +98,16 @@ int cli_checkpoint_save(ct_net *net, const char *dir, int keep, double test_accu
     return CLI_OK;
 }
 
+int cli_checkpoint_count(const char *dir, char *newest, size_t n)
+{
+    int count;
+    char **names = list_checkpoints(dir, &count);
+    if (count > 0 && n > 0)
+        snprintf(newest, n, "%s", names[count - 1]);
+    free_names(names, count < 0 ? 0 : count);
+    return count;
+}
+
 double cli_checkpoint_best(ct_net *net, const char *dir)
 {
     char path[4096];

@@ -122,6 +122,17 @@ double cli_checkpoint_best(ct_net *net, const char *dir);
 /* FILE, or the newest ckpt-*.ckpt in a folder, into path (n bytes); prints and returns an exit
  * code on failure. */
 int cli_checkpoint_resolve(const char *file_or_dir, char *path, size_t n);
+/* How many ckpt-*.ckpt DIR holds (-1: it cannot be read), and the newest's name into newest. */
+int cli_checkpoint_count(const char *dir, char *newest, size_t n);
+
+/* A checkpoint folder claimed by this run (checkpoint_claim.c): made if missing, locked so that a
+ * second run is refused naming the holder, and refused when it holds checkpoints that the run does
+ * not resume from (resume_path: the checkpoint file resumed from, NULL for a fresh run). Before the
+ * data loads: an unwritable folder is found here. Prints and returns an exit code on failure. */
+typedef struct cli_claimed_folder cli_claimed_folder;
+int cli_checkpoint_claim(const char *dir, const char *resume_path, cli_claimed_folder **out);
+/* Lets the folder go (NULL is fine); a folder the claim made and nothing was saved in is removed. */
+void cli_checkpoint_release(cli_claimed_folder *c);
 /* Loads --weights into an open network; prints and returns an exit code on failure. */
 int cli_load_weights(ct_net *net, const char *weights);
 

@@ -132,34 +132,21 @@ static int open_tensorboard(ct_net *net, const cli_options *opt)
     return CLI_OK;
 }
 
-static int cmd_train(const cli_options *opt)
+/* Training on an open network whose folders are checked (resume_path: the checkpoint to continue
+ * from, NULL for a fresh run); closes net. */
+static int train_checked(const cli_options *opt, ct_net *net, const char *resume_path)
 {
-    /* from the start: a signal while the data loads stops training before its first step ends */
-    catch_stop_signals();
-    ct_net *net = NULL;
-    int rc = cli_open(opt, &net);
-    if (rc != CLI_OK)
-        return stopped_early(NULL, CT_OK, rc);
-    /* before the data loads: a folder that cannot be written is refused before anything runs */
-    if (opt->tensorboard_dir && (rc = open_tensorboard(net, opt)) != CLI_OK)
-        return rc;
     train_run run = {.progress = {.tty = isatty(STDOUT_FILENO) && !opt->quiet, .quiet = opt->quiet},
                      .opt = opt, .net = net, .best = -1.0};
-    ct_status st = ct_prepare(net);
-    if (st == CT_OK && opt->resume) {
-        char path[4096];
-        if ((rc = cli_checkpoint_resolve(opt->resume, path, sizeof path)) != CLI_OK) {
-            ct_close(net);
-            return rc;
-        }
-        st = ct_resume(net, path);
-        if (st == CT_OK && !opt->quiet)
-            printf("cutrain: resumed from %s at epoch %d, step %ld\n", path, ct_epochs_done(net), ct_steps_done(net));
-        /* on stderr even with --quiet: it is about what this run will (not) do */
-        if (st == CT_OK && ct_resume_note(net)[0]) {
-            fflush(stdout);
-            fprintf(stderr, "cutrain: note: %s\n", ct_resume_note(net));
-        }
+    /* resumed before the run is prepared: under mpirun the processes' join compares the checkpoint */
+    ct_status st = resume_path ? ct_resume(net, resume_path) : ct_prepare(net);
+    if (st == CT_OK && resume_path && !opt->quiet)
+        printf("cutrain: resumed from %s at epoch %d, step %ld\n", resume_path, ct_epochs_done(net),
+               ct_steps_done(net));
+    /* on stderr even with --quiet: it is about what this run will (not) do */
+    if (st == CT_OK && resume_path && ct_resume_note(net)[0]) {
+        fflush(stdout);
+        fprintf(stderr, "cutrain: note: %s\n", ct_resume_note(net));
     }
     if (st != CT_OK)
         return stopped_early(net, st, CLI_FAILURE);
@@ -224,6 +211,34 @@ static int cmd_train(const cli_options *opt)
         return cli_fail(net, st);
     ct_close(net);
     return CLI_OK;
+}
+
+static int cmd_train(const cli_options *opt)
+{
+    /* from the start: a signal while the data loads stops training before its first step ends */
+    catch_stop_signals();
+    ct_net *net = NULL;
+    int rc = cli_open(opt, &net);
+    if (rc != CLI_OK)
+        return stopped_early(NULL, CT_OK, rc);
+    /* before the data loads: a folder that cannot be written, or that holds another run's
+     * checkpoints or is in use by one, is refused before anything runs */
+    if (opt->tensorboard_dir && (rc = open_tensorboard(net, opt)) != CLI_OK)
+        return rc;
+    char resume_path[4096];
+    if (opt->resume && (rc = cli_checkpoint_resolve(opt->resume, resume_path, sizeof resume_path)) != CLI_OK) {
+        ct_close(net);
+        return rc;
+    }
+    cli_claimed_folder *claim = NULL;
+    if (opt->checkpoint_dir &&
+        (rc = cli_checkpoint_claim(opt->checkpoint_dir, opt->resume ? resume_path : NULL, &claim)) != CLI_OK) {
+        ct_close(net);
+        return rc;
+    }
+    rc = train_checked(opt, net, opt->resume ? resume_path : NULL);
+    cli_checkpoint_release(claim);
+    return rc;
 }
 
 const cli_command cli_cmd_train = {
