@@ -4,7 +4,7 @@
 #            logged loss), and rank 0 alone prints and logs
 #   stopped  a process stopped with SIGSTOP mid-run ends the other with cutrain's timeout error
 #            naming it, non-zero, within comm_timeout plus a few seconds
-#   stalled  a process that never joins (its training data is a FIFO nobody writes) ends the other
+#   stalled  a process that never joins (it resumes from a FIFO nobody writes) ends the other
 #            likewise
 #   killed   a process killed with SIGKILL mid-run: mpirun itself ends the other at once, naming the
 #            rank; under mpirun --enable-recovery, which leaves the survivors running, cutrain's
@@ -172,7 +172,7 @@ stalled)
     mkfifo never-written
     started=$(now)
     "${launcher[@]}" -np 1 "$cli" train --config net.ini -q : \
-        -np 1 "$cli" train --config net.ini -q --set data.train="$tmp/never-written" > run.out 2> run.err
+        -np 1 "$cli" train --config net.ini -q --resume "$tmp/never-written" > run.out 2> run.err
     rc=$?
     took=$(elapsed "$started" "$(now)")
     [ "$rc" -ne 0 ] || fail "mpirun exited 0 with rank 1 never joining"
