@@ -5,11 +5,15 @@
 
 #include "backend.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/onednn.h"
 #include "graph/layer.h"
 
 /* The backend's state (be->impl). workspace and scratch come from reserve. */
 typedef struct ct_cpu_state {
-    float *workspace;        /* shared by all layers: im2col of the largest convolution */
+    float *workspace;        /* shared by all layers: im2col of the largest convolution, or oneDNN's
+                              * scratchpads and weight copies */
+    size_t workspace_bytes;  /* reserved */
+    ct_cpu_dnnl *dnnl;       /* oneDNN's engine and primitives; NULL without oneDNN (onednn.h) */
     float *scratch;          /* (n, largest layer output): gradient before a fused activation */
     ct_step_scalars step;    /* of the step being run */
     ct_scaler scaler;        /* fp16's loss scaler, with loss_scaling on */
