@@ -3,6 +3,7 @@
  * a cached reorder converts them into the workspace (forward and backward data) or converts the
  * weight gradient back out of it (backward weights): a few hundred KiB per step against the
  * batch's megabytes. Each execution waits for its stream, so the caller sees finished results. */
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,11 +25,15 @@ static size_t aligned(size_t bytes) { return (bytes + WS_ALIGN - 1) / WS_ALIGN *
 
 typedef enum conv_kind { CONV_FWD, CONV_BWD_DATA, CONV_BWD_WEIGHTS } conv_kind;
 
-/* What one cached primitive is specific to. Built field by field from zero, so memcmp compares. */
+/* What one cached primitive is specific to. Built field by field from zero, so memcmp compares.
+ * oneDNN splits the work for the OpenMP thread count at creation (the weight gradient's reduction
+ * among them), so a primitive is made for, and runs on, one count: results are the same for the
+ * same count whichever thread made the primitive. */
 typedef struct conv_key {
     int kind;
     ct_window_geom g;
     int bias, act;
+    int threads;
 } conv_key;
 
 enum { M_SRC, M_WEIGHTS, M_BIAS, M_DST, M_SCRATCH, M_PLAIN_W, M_COUNT };
@@ -256,9 +261,13 @@ static ct_status lookup(ct_cpu_dnnl *d, const conv_key *k, conv_entry **out, ct_
     e->key = *k;
     dnnl_primitive_desc_t pd = NULL;
     int declined = 0;
+    /* oneDNN reads the calling thread's OpenMP thread count (a per-thread setting) at creation */
+    int caller = omp_get_max_threads();
+    omp_set_num_threads(k->threads);
     ct_status st = make_pd(d, k, &pd, &declined, err);
     if (st == CT_OK && !declined)
         st = fill_entry(d, e, pd, err);
+    omp_set_num_threads(caller);
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     if (st != CT_OK) {
@@ -272,11 +281,17 @@ static ct_status lookup(ct_cpu_dnnl *d, const conv_key *k, conv_entry **out, ct_
     return CT_OK;
 }
 
-static conv_key key_of(const ct_cpu_dnnl_conv *c, conv_kind kind)
+/* The plan sizes the workspace for one thread per processor, a count that does not depend on the
+ * asking thread (the half path asks again inside a step); a step runs on its own thread's count,
+ * or on the plan's where that one's scratchpad would not fit (more threads than processors). */
+static int plan_threads(void) { return omp_get_num_procs(); }
+
+static conv_key key_of(const ct_cpu_dnnl_conv *c, conv_kind kind, int threads)
 {
     conv_key k;
     memset(&k, 0, sizeof k);
     k.kind = kind;
+    k.threads = threads;
     k.g = c->g;
     k.bias = c->bias;
     k.act = kind == CONV_FWD && ct_cpu_dnnl_fuses(c->act) ? (int)c->act : CT_ACT_LINEAR;
@@ -294,7 +309,8 @@ int ct_cpu_dnnl_conv2d_workspace(ct_cpu_dnnl *d, const ct_cpu_dnnl_conv *c, size
     if (!d || c->g.n <= 0)
         return 0;
     conv_entry *fwd, *bwd_w, *bwd_d = NULL;
-    conv_key kf = key_of(c, CONV_FWD), kw = key_of(c, CONV_BWD_WEIGHTS), kd = key_of(c, CONV_BWD_DATA);
+    int t = plan_threads();
+    conv_key kf = key_of(c, CONV_FWD, t), kw = key_of(c, CONV_BWD_WEIGHTS, t), kd = key_of(c, CONV_BWD_DATA, t);
     ct_err ignored = {0};
     /* a failure here is a decline: the im2col path runs, and the forward that could not make its
      * primitive would fail the same way, with its message, if it were asked to */
@@ -309,6 +325,20 @@ int ct_cpu_dnnl_conv2d_workspace(ct_cpu_dnnl *d, const ct_cpu_dnnl_conv *c, size
         need = entry_bytes(bwd_d) + dx_bytes(&c->g);
     *bytes = need;
     return 1;
+}
+
+/* The primitive of `kind` a step runs: made for the calling thread's OpenMP count, or for the
+ * plan's where that one needs more than the ws_bytes reserved (extra: bytes the caller puts
+ * after its part). *out = NULL when oneDNN declined it. */
+static ct_status step_entry(ct_cpu_dnnl *d, const ct_cpu_dnnl_conv *c, conv_kind kind, size_t ws_bytes,
+                            size_t extra, conv_entry **out, ct_err *err)
+{
+    conv_key k = key_of(c, kind, omp_get_max_threads());
+    ct_status st = lookup(d, &k, out, err);
+    if (st != CT_OK || (*out && entry_bytes(*out) + extra <= ws_bytes) || k.threads == plan_threads())
+        return st;
+    k.threads = plan_threads();
+    return lookup(d, &k, out, err);
 }
 
 /* Points the entry's scratchpad and blocked weights into ws; fails when ws is too small (a batch
@@ -354,9 +384,8 @@ static ct_status missing(const ct_cpu_dnnl_conv *c, const char *what, ct_err *er
 ct_status ct_cpu_dnnl_conv2d_forward(ct_cpu_dnnl *d, const ct_cpu_dnnl_conv *c, const float *x, const float *w,
                                      const float *b, float *y, void *ws, size_t ws_bytes, ct_err *err)
 {
-    conv_key k = key_of(c, CONV_FWD);
     conv_entry *e;
-    ct_status st = lookup(d, &k, &e, err);
+    ct_status st = step_entry(d, c, CONV_FWD, ws_bytes, 0, &e, err);
     if (st != CT_OK)
         return st;
     if (!e)
@@ -381,9 +410,8 @@ ct_status ct_cpu_dnnl_conv2d_forward(ct_cpu_dnnl *d, const ct_cpu_dnnl_conv *c, 
 static ct_status backward_weights(ct_cpu_dnnl *d, const ct_cpu_dnnl_conv *c, const float *x, const float *dz,
                                   float *dw, float *db, void *ws, size_t ws_bytes, ct_err *err)
 {
-    conv_key k = key_of(c, CONV_BWD_WEIGHTS);
     conv_entry *e;
-    ct_status st = lookup(d, &k, &e, err);
+    ct_status st = step_entry(d, c, CONV_BWD_WEIGHTS, ws_bytes, 0, &e, err);
     if (st != CT_OK)
         return st;
     if (!e)
@@ -414,9 +442,8 @@ static ct_status backward_weights(ct_cpu_dnnl *d, const ct_cpu_dnnl_conv *c, con
 static ct_status backward_data(ct_cpu_dnnl *d, const ct_cpu_dnnl_conv *c, const float *w, const float *dz, float *dx,
                                int accumulate, void *ws, size_t ws_bytes, ct_err *err)
 {
-    conv_key k = key_of(c, CONV_BWD_DATA);
     conv_entry *e;
-    ct_status st = lookup(d, &k, &e, err);
+    ct_status st = step_entry(d, c, CONV_BWD_DATA, ws_bytes, accumulate ? dx_bytes(&c->g) : 0, &e, err);
     if (st != CT_OK)
         return st;
     if (!e)
