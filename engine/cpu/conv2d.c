@@ -172,12 +172,13 @@ static ct_status conv2d_forward(ct_backend *be, ct_layer *l, int n, int training
                                                   ct_f32(l->z), cs->workspace, cs->workspace_bytes, err);
         /* relu and leaky were applied by the convolution's output pass */
         if (st == CT_OK && !ct_cpu_dnnl_fuses(c.act))
-            ct_cpu_fused_activation_forward(l, n);
+            ct_cpu_fused_activation_forward(l, n, NULL);
         return st;
     }
     ct_window_geom g = ct_layer_window(l, n);
-    ct_cpu_conv2d_forward(&g, ct_f32(l->x[0]), ct_f32(l->w), ct_f32(l->b), ct_f32(l->z), cs->workspace);
-    ct_cpu_fused_activation_forward(l, n);
+    /* the bias with the activation, in one pass over the product */
+    ct_cpu_conv2d_forward(&g, ct_f32(l->x[0]), ct_f32(l->w), NULL, ct_f32(l->z), cs->workspace);
+    ct_cpu_fused_activation_forward(l, n, ct_f32(l->b));
     return CT_OK;
 }
 

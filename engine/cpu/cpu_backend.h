@@ -36,9 +36,10 @@ CT_LAYER_TYPES(CT_CPU_DECLARE_OPS)
 /* Any type: its fp32 ops on fp32 copies of the layer's fp16 / bf16 tensors (half.c). */
 extern const ct_layer_ops ct_cpu_half_ops;
 
-/* Types with a fused activation (dense, conv2d, add) compute z and call this to finish:
- * y = act(z), nothing when linear (z is y). */
-void ct_cpu_fused_activation_forward(const ct_layer *l, int n);
+/* Types with a fused activation (dense, conv2d, add) compute z and call this to finish, one pass
+ * over the output: z += b (b: (out.c) or NULL), y = act(z); nothing when linear without a bias
+ * (z is y). */
+void ct_cpu_fused_activation_forward(const ct_layer *l, int n, const float *b);
 /* The gradient at the pre-activation: dy itself for linear, else act'(z) dy in the scratch
  * (written: nothing is cleared first); valid until the next layer's backward. */
 const float *ct_cpu_preactivation_grad(ct_backend *be, const ct_layer *l, int n);
