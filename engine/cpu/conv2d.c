@@ -153,11 +153,19 @@ static ct_cpu_dnnl_conv dnnl_conv_of(const ct_layer *l, int n)
 }
 
 /* 1 when oneDNN runs this layer at batch n, with *bytes of workspace; asked the same way by the plan
- * and by each pass, so that both take the same path. */
+ * and by each pass, so that both take the same path. A pass keeps to those bytes, not the whole
+ * reservation: the half path stages its tensors right after them (half.c). */
 static int on_dnnl(ct_backend *be, const ct_layer *l, int n, ct_cpu_dnnl_conv *c, size_t *bytes)
 {
     *c = dnnl_conv_of(l, n);
     return ct_cpu_dnnl_conv2d_workspace(ct_cpu_of(be)->dnnl, c, bytes);
+}
+
+/* The bytes a pass may use: its own part, within what reserve took. */
+static size_t pass_bytes(ct_backend *be, size_t bytes)
+{
+    size_t reserved = ct_cpu_of(be)->workspace_bytes;
+    return bytes < reserved ? bytes : reserved;
 }
 
 // x: (n, h, w, c) fp32; z, y: (n, oh, ow, f)
@@ -169,7 +177,7 @@ static ct_status conv2d_forward(ct_backend *be, ct_layer *l, int n, int training
     size_t bytes;
     if (on_dnnl(be, l, n, &c, &bytes)) {
         ct_status st = ct_cpu_dnnl_conv2d_forward(cs->dnnl, &c, ct_f32(l->x[0]), ct_f32(l->w), ct_f32(l->b),
-                                                  ct_f32(l->z), cs->workspace, cs->workspace_bytes, err);
+                                                  ct_f32(l->z), cs->workspace, pass_bytes(be, bytes), err);
         /* relu and leaky were applied by the convolution's output pass */
         if (st == CT_OK && !ct_cpu_dnnl_fuses(c.act))
             ct_cpu_fused_activation_forward(l, n, NULL);
@@ -192,11 +200,11 @@ static ct_status conv2d_backward(ct_backend *be, ct_layer *l, int n, ct_err *err
     if (on_dnnl(be, l, n, &c, &bytes)) {
         /* oneDNN's weight pass gives the bias gradient too; a trained layer has both or neither */
         if ((l->db != NULL) != c.bias || (l->db && !l->dw))
-            return ct_fail(err, CT_ERR_INTERNAL, "conv2d %s: a bias gradient without its weight gradient",
+            return ct_fail(err, CT_ERR_INTERNAL, "conv2d %s: oneDNN gives the weight and bias gradients together, asked for one alone",
                            l->cfg->name);
         return ct_cpu_dnnl_conv2d_backward(cs->dnnl, &c, ct_f32(l->x[0]), ct_f32(l->w), dz, ct_f32(l->dx[0]),
                                            ct_f32(l->dw), ct_f32(l->db), l->dx_accumulate[0], cs->workspace,
-                                           cs->workspace_bytes, err);
+                                           pass_bytes(be, bytes), err);
     }
     ct_window_geom g = ct_layer_window(l, n);
     ct_cpu_conv2d_backward(&g, ct_f32(l->x[0]), ct_f32(l->w), dz, ct_f32(l->dx[0]), ct_f32(l->dw), ct_f32(l->db),

@@ -9,6 +9,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "cpu/cpu_ops.h"
 #include "cpu/onednn.h"
 
 /* The one check for oneDNN calls: the call's text and oneDNN's status name in the message. */
@@ -463,7 +464,7 @@ static ct_status backward_data(ct_cpu_dnnl *d, const ct_cpu_dnnl_conv *c, const 
         args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->mem[M_SCRATCH]};
     if ((st = run(d, e->prim, nargs, args, err)) != CT_OK || !accumulate)
         return st;
-#pragma omp parallel for schedule(static) if (count > 32768)
+#pragma omp parallel for schedule(static) if (count > CT_CPU_PAR_MIN)
     for (size_t i = 0; i < count; i++) dx[i] += out[i];
     return CT_OK;
 }
