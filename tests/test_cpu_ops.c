@@ -413,7 +413,7 @@ static void test_pools(void)
     static const pool_spec specs[] = {
         /* name                   n  h  w  c kh kw  s pt pl pb pr */
         {"2x2 stride 2",          2, 6, 6, 3, 2, 2, 2, 0, 0, 0, 0},
-        /* windows that never overlap take maxpool's one-pass gather: cells no window reads too */
+        /* windows that never overlap, and cells no window reads */
         {"2x2 stride 2, odd size", 2, 7, 5, 3, 2, 2, 2, 0, 0, 0, 0},
         {"2x2 stride 2 pad after", 1, 5, 5, 2, 2, 2, 2, 0, 0, 1, 1},
         {"2x2 stride 3 (gaps)",   1, 7, 8, 2, 2, 2, 3, 0, 0, 0, 0},

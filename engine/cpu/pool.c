@@ -70,56 +70,11 @@ void ct_cpu_maxpool_forward(const ct_window_geom *g, const float *x, float *y, i
     }
 }
 
-/* The output pixel whose window holds input index i of one dimension when windows never overlap
- * (stride >= kernel): -1 for an index no window reads (a gap, or beyond the last window). */
-static int window_of(int i, int k, int stride, int pad, int out)
-{
-    int o = (i + pad) / stride;
-    return (i + pad) % stride < k && o < out ? o : -1;
-}
-
-/* Windows that never overlap (the usual 2x2, stride 2): every input cell has at most one window, so
- * dx is gathered in one pass that writes each cell once, rather than cleared and scattered into. */
-// dy, argmax: (n, oh, ow, c); dx: (n, h, w, c)
-static void maxpool_backward_tiled(const ct_window_geom *g, const float *dy, const int32_t *argmax, float *dx,
-                                   int accumulate)
-{
-    const int c = g->c;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int s = 0; s < g->n; s++) {
-        for (int iy = 0; iy < g->h; iy++) {
-            int oy = window_of(iy, g->kh, g->stride, g->pad_t, g->oh);
-            for (int ix = 0; ix < g->w; ix++) {
-                const int32_t cell = (iy * g->w + ix) * c;
-                float *dxi = dx + (size_t)s * sample_size(g) + cell;
-                int ox = window_of(ix, g->kw, g->stride, g->pad_l, g->ow);
-                if (oy < 0 || ox < 0) {
-                    if (!accumulate)
-                        memset(dxi, 0, (size_t)c * sizeof(float));
-                    continue;
-                }
-                size_t o = (((size_t)s * g->oh + oy) * g->ow + ox) * c;
-                const float *dyo = dy + o;
-                const int32_t *ao = argmax + o;
-                /* 0 + v, as the scatter's add into a cleared cell */
-                for (int ch = 0; ch < c; ch++) {
-                    float v = ao[ch] == cell + ch ? dyo[ch] : 0.0f;
-                    dxi[ch] = (accumulate ? dxi[ch] : 0.0f) + v;
-                }
-            }
-        }
-    }
-}
-
 // dy, argmax: (n, oh, ow, c); dx: (n, h, w, c) = (+= with accumulate) dy routed to each window's
 // maximum
 void ct_cpu_maxpool_backward(const ct_window_geom *g, const float *dy, const int32_t *argmax, float *dx,
                              int accumulate)
 {
-    if (g->stride >= g->kh && g->stride >= g->kw) {
-        maxpool_backward_tiled(g, dy, argmax, dx, accumulate);
-        return;
-    }
     const size_t per_out = (size_t)g->oh * g->ow * g->c;
     /* a scatter: the first writer clears the batch's samples, which windows may not all reach */
     if (!accumulate)
