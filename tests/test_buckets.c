@@ -119,7 +119,8 @@ static void test_trace_overlap(const char *argv0)
     CHECK(json_valid(text));
     event ev[64];
     int n = read_events(text, ev, 64);
-    CHECK(n == 2 * (4 + 2));  /* two replicas: four layers' backward, two buckets */
+    /* two replicas: four layers' forward and backward, the loss, two buckets, the update */
+    CHECK(n == 2 * (4 + 4 + 1 + 2 + 1));
     for (int tid = 0; tid < 2; tid++) {
         const event *first = find(ev, n, tid, "all-reduce bucket 0"), *second = find(ev, n, tid, "all-reduce bucket 1");
         /* fc1 is the first layer with parameters: the last backward that produces gradients */
@@ -131,6 +132,13 @@ static void test_trace_overlap(const char *argv0)
                first->dur, fc1->ts, fc1->ts + fc1->dur);
         CHECK_MSG(first->ts < fc1->ts + fc1->dur, "replica %d: the first bucket waited for all of backward", tid);
         CHECK(out->ts <= first->ts && first->ts < second->ts);
+        /* the rest of the step in order: forward, the loss, backward, the update */
+        const event *fwd = find(ev, n, tid, "forward fc1"), *loss = find(ev, n, tid, "loss"),
+                    *update = find(ev, n, tid, "update");
+        CHECK(fwd && loss && update);
+        if (fwd && loss && update)
+            CHECK(fwd->ts + fwd->dur <= loss->ts + loss->dur && loss->ts <= out->ts &&
+                  second->ts + second->dur <= update->ts);
     }
     free(text);
     ct_close(net);

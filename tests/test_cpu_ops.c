@@ -413,6 +413,11 @@ static void test_pools(void)
     static const pool_spec specs[] = {
         /* name                   n  h  w  c kh kw  s pt pl pb pr */
         {"2x2 stride 2",          2, 6, 6, 3, 2, 2, 2, 0, 0, 0, 0},
+        /* windows that never overlap, and cells no window reads */
+        {"2x2 stride 2, odd size", 2, 7, 5, 3, 2, 2, 2, 0, 0, 0, 0},
+        {"2x2 stride 2 pad after", 1, 5, 5, 2, 2, 2, 2, 0, 0, 1, 1},
+        {"2x2 stride 3 (gaps)",   1, 7, 8, 2, 2, 2, 3, 0, 0, 0, 0},
+        {"3x3 stride 3 pad 1",    1, 7, 7, 2, 3, 3, 3, 1, 1, 1, 1},
         {"3x3 stride 2 pad 1",    2, 7, 7, 2, 3, 3, 2, 1, 1, 1, 1},
         {"3x3 stride 2 pad after", 1, 6, 5, 2, 3, 3, 2, 0, 0, 1, 0},
         {"3x3 stride 1 pad 1",    1, 4, 5, 2, 3, 3, 1, 1, 1, 1, 1},

@@ -331,7 +331,7 @@ if ((!BIN_OK)); then
     fi
     # as tools/prepare_device_check.sh builds: no optional library, only what the check runs
     run_stage "configure" 120 "$LOG" cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCUTRAIN_CUDA=ON \
-        -DCUTRAIN_OPENBLAS=OFF -DCUTRAIN_MPI=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCT_FMNIST_DIR="$DATA"
+        -DCUTRAIN_OPENBLAS=OFF -DCUTRAIN_ONEDNN=OFF -DCUTRAIN_MPI=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCT_FMNIST_DIR="$DATA"
     if ((STAGE_RC == 0)); then
         run_stage "build" "$T_BUILD" "$LOG" cmake --build "$BUILD" --target device_check_binaries
     fi

@@ -14,7 +14,7 @@
 # tools/torch_peer.py, travels with the repository. It prints the call to make.
 #
 # The GPU machine (Ubuntu 24.04) has the CUDA toolkit, cuDNN and NCCL but none of the optional
-# libraries a build machine may have (OpenBLAS, Open MPI): the build leaves every one of them out,
+# libraries a build machine may have (OpenBLAS, oneDNN, Open MPI): the build leaves every one of them out,
 # and the script ends by checking with ldd that the command and every gpu test need nothing outside
 # the list below, failing (exit 1) on anything else, so that a new dependency cannot break the
 # device run unseen. CI runs this script.
@@ -64,7 +64,7 @@ fi
 
 # Every optional library off, whatever this machine has: what the GPU machine lacks must not be
 # linked. (tools/device_check.sh's fallback build, made there, uses the same options.)
-cmake -S . -B $BUILD -G Ninja -DCUTRAIN_CUDA=ON -DCUTRAIN_NCCL=ON -DCUTRAIN_OPENBLAS=OFF -DCUTRAIN_MPI=OFF \
+cmake -S . -B $BUILD -G Ninja -DCUTRAIN_CUDA=ON -DCUTRAIN_NCCL=ON -DCUTRAIN_OPENBLAS=OFF -DCUTRAIN_ONEDNN=OFF -DCUTRAIN_MPI=OFF \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DCT_FMNIST_DIR="$ROOT/fmnist"
 cmake --build $BUILD --target device_check_binaries
 

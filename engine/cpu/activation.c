@@ -2,11 +2,11 @@
  * add (the kernels themselves are in elementwise.c). */
 #include "cpu/cpu_backend.h"
 
-// z, y: (n, out) fp32
-void ct_cpu_fused_activation_forward(const ct_layer *l, int n)
+// z, y: (n, out) fp32; b: (out.c) or NULL
+void ct_cpu_fused_activation_forward(const ct_layer *l, int n, const float *b)
 {
-    if (l->act != CT_ACT_LINEAR)
-        ct_cpu_activation_forward(l->act, ct_f32(l->z), ct_f32(l->y), ct_cpu_out_count(l, n));
+    if (l->act != CT_ACT_LINEAR || b)
+        ct_cpu_bias_activation(l->act, ct_f32(l->z), b, ct_f32(l->y), (size_t)n * l->out.h * l->out.w, l->out.c);
 }
 
 // z, y, dy: (n, out) fp32; the result: (n, out), dy itself or the scratch

@@ -13,7 +13,7 @@ static ct_status add_forward(ct_backend *be, ct_layer *l, int n, int training, c
 {
     (void)be; (void)training; (void)err;
     ct_cpu_add_forward(ct_f32(l->x[0]), ct_f32(l->x[1]), ct_f32(l->z), ct_cpu_out_count(l, n));
-    ct_cpu_fused_activation_forward(l, n);
+    ct_cpu_fused_activation_forward(l, n, NULL);
     return CT_OK;
 }
 

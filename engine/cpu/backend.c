@@ -21,6 +21,7 @@ static void release_buffers(ct_backend *be)
     be->dev->ops->free(be->dev, st->scratch);
     st->workspace = NULL;
     st->scratch = NULL;
+    st->workspace_bytes = 0;
 }
 
 /* Input staging needs nothing on the CPU: input_submit copies straight into the network's input. */
@@ -36,6 +37,7 @@ static ct_status cpu_reserve(ct_backend *be, size_t workspace, size_t scratch, s
         release_buffers(be);
         return ct_fail(err, CT_ERR_NOMEM, "out of memory for the %zu-byte workspace", workspace + scratch);
     }
+    st->workspace_bytes = workspace;
     return CT_OK;
 }
 
@@ -214,6 +216,7 @@ static void cpu_destroy(ct_backend *be)
     if (be->impl) {
         release_buffers(be);
         free(ct_cpu_of(be)->f16_values);
+        ct_cpu_dnnl_destroy(ct_cpu_of(be)->dnnl);
     }
     free(be->impl);
     free(be);
@@ -251,6 +254,13 @@ ct_status ct_cpu_backend_create(ct_backend **out, ct_device *dev, ct_err *err)
         free(st);
         free(f16);
         return ct_fail(err, CT_ERR_NOMEM, "out of memory creating the CPU backend");
+    }
+    ct_status dst = ct_cpu_dnnl_create(&st->dnnl, err);
+    if (dst != CT_OK) {
+        free(be);
+        free(st);
+        free(f16);
+        return dst;
     }
     for (uint32_t h = 0; h < 65536; h++)
         f16[h] = ct_f32_from_f16((uint16_t)h);

@@ -7,6 +7,7 @@
 
 #include "cpu/cpu_backend.h"
 #include "cpu/gemm.h"
+#include "cpu/onednn.h"
 
 /* The kernel taps [*k0, *k1) of an output position whose window starts at input index `start`
  * that land inside an input of length `len`; the rest read padding. */
@@ -141,30 +142,82 @@ void ct_cpu_conv2d_backward(const ct_window_geom *g, const float *x, const float
     col2im_add(g, ws, dx);
 }
 
+/* The layer as oneDNN's path sees it (cpu/onednn.h). */
+static ct_cpu_dnnl_conv dnnl_conv_of(const ct_layer *l, int n)
+{
+    ct_cpu_dnnl_conv c = {ct_layer_window(l, n), l->b_count > 0, l->act, l->in[0] != CT_INPUT_NODE};
+    /* a pre-activation kept apart (gelu) is the convolution's output, the activation a pass of its own */
+    if (ct_layer_keeps_preactivation(l))
+        c.act = CT_ACT_LINEAR;
+    return c;
+}
+
+/* 1 when oneDNN runs this layer at batch n, with *bytes of workspace; asked the same way by the plan
+ * and by each pass, so that both take the same path. A pass keeps to those bytes, not the whole
+ * reservation: the half path stages its tensors right after them (half.c). */
+static int on_dnnl(ct_backend *be, const ct_layer *l, int n, ct_cpu_dnnl_conv *c, size_t *bytes)
+{
+    *c = dnnl_conv_of(l, n);
+    return ct_cpu_dnnl_conv2d_workspace(ct_cpu_of(be)->dnnl, c, bytes);
+}
+
+/* The bytes a pass may use: its own part, within what reserve took. */
+static size_t pass_bytes(ct_backend *be, size_t bytes)
+{
+    size_t reserved = ct_cpu_of(be)->workspace_bytes;
+    return bytes < reserved ? bytes : reserved;
+}
+
 // x: (n, h, w, c) fp32; z, y: (n, oh, ow, f)
 static ct_status conv2d_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
 {
-    (void)training; (void)err;
+    (void)training;
+    ct_cpu_state *cs = ct_cpu_of(be);
+    ct_cpu_dnnl_conv c;
+    size_t bytes;
+    if (on_dnnl(be, l, n, &c, &bytes)) {
+        ct_status st = ct_cpu_dnnl_conv2d_forward(cs->dnnl, &c, ct_f32(l->x[0]), ct_f32(l->w), ct_f32(l->b),
+                                                  ct_f32(l->z), cs->workspace, pass_bytes(be, bytes), err);
+        /* relu and leaky were applied by the convolution's output pass */
+        if (st == CT_OK && !ct_cpu_dnnl_fuses(c.act))
+            ct_cpu_fused_activation_forward(l, n, NULL);
+        return st;
+    }
     ct_window_geom g = ct_layer_window(l, n);
-    ct_cpu_conv2d_forward(&g, ct_f32(l->x[0]), ct_f32(l->w), ct_f32(l->b), ct_f32(l->z), ct_cpu_of(be)->workspace);
-    ct_cpu_fused_activation_forward(l, n);
+    /* the bias with the activation, in one pass over the product */
+    ct_cpu_conv2d_forward(&g, ct_f32(l->x[0]), ct_f32(l->w), NULL, ct_f32(l->z), cs->workspace);
+    ct_cpu_fused_activation_forward(l, n, ct_f32(l->b));
     return CT_OK;
 }
 
 // dy: (n, oh, ow, f) fp32; dx: (n, h, w, c) or NULL, written or added to (l->dx_accumulate)
 static ct_status conv2d_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
-    (void)err;
+    ct_cpu_state *cs = ct_cpu_of(be);
     const float *dz = ct_cpu_preactivation_grad(be, l, n);
+    ct_cpu_dnnl_conv c;
+    size_t bytes;
+    if (on_dnnl(be, l, n, &c, &bytes)) {
+        /* oneDNN's weight pass gives the bias gradient too; a trained layer has both or neither */
+        if ((l->db != NULL) != c.bias || (l->db && !l->dw))
+            return ct_fail(err, CT_ERR_INTERNAL, "conv2d %s: oneDNN gives the weight and bias gradients together, asked for one alone",
+                           l->cfg->name);
+        return ct_cpu_dnnl_conv2d_backward(cs->dnnl, &c, ct_f32(l->x[0]), ct_f32(l->w), dz, ct_f32(l->dx[0]),
+                                           ct_f32(l->dw), ct_f32(l->db), l->dx_accumulate[0], cs->workspace,
+                                           pass_bytes(be, bytes), err);
+    }
     ct_window_geom g = ct_layer_window(l, n);
     ct_cpu_conv2d_backward(&g, ct_f32(l->x[0]), ct_f32(l->w), dz, ct_f32(l->dx[0]), ct_f32(l->dw), ct_f32(l->db),
-                           ct_cpu_of(be)->workspace, l->dx_accumulate[0]);
+                           cs->workspace, l->dx_accumulate[0]);
     return CT_OK;
 }
 
 static size_t conv2d_workspace_bytes(ct_backend *be, const ct_layer *l, int n)
 {
-    (void)be;
+    ct_cpu_dnnl_conv c;
+    size_t bytes;
+    if (on_dnnl(be, l, n, &c, &bytes))
+        return bytes;
     ct_window_geom g = ct_layer_window(l, n);
     return ct_cpu_conv2d_workspace(&g) * sizeof(float);
 }

@@ -5,11 +5,15 @@
 
 #include "backend.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/onednn.h"
 #include "graph/layer.h"
 
 /* The backend's state (be->impl). workspace and scratch come from reserve. */
 typedef struct ct_cpu_state {
-    float *workspace;        /* shared by all layers: im2col of the largest convolution */
+    float *workspace;        /* shared by all layers: im2col of the largest convolution, or oneDNN's
+                              * scratchpads and weight copies */
+    size_t workspace_bytes;  /* reserved */
+    ct_cpu_dnnl *dnnl;       /* oneDNN's engine and primitives; NULL without oneDNN (onednn.h) */
     float *scratch;          /* (n, largest layer output): gradient before a fused activation */
     ct_step_scalars step;    /* of the step being run */
     ct_scaler scaler;        /* fp16's loss scaler, with loss_scaling on */
@@ -32,9 +36,10 @@ CT_LAYER_TYPES(CT_CPU_DECLARE_OPS)
 /* Any type: its fp32 ops on fp32 copies of the layer's fp16 / bf16 tensors (half.c). */
 extern const ct_layer_ops ct_cpu_half_ops;
 
-/* Types with a fused activation (dense, conv2d, add) compute z and call this to finish:
- * y = act(z), nothing when linear (z is y). */
-void ct_cpu_fused_activation_forward(const ct_layer *l, int n);
+/* Types with a fused activation (dense, conv2d, add) compute z and call this to finish, one pass
+ * over the output: z += b (b: (out.c) or NULL), y = act(z); nothing when linear without a bias
+ * (z is y). */
+void ct_cpu_fused_activation_forward(const ct_layer *l, int n, const float *b);
 /* The gradient at the pre-activation: dy itself for linear, else act'(z) dy in the scratch
  * (written: nothing is cleared first); valid until the next layer's backward. */
 const float *ct_cpu_preactivation_grad(ct_backend *be, const ct_layer *l, int n);

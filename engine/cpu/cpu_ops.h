@@ -80,6 +80,9 @@ void ct_cpu_activation_forward(ct_activation act, const float *x, float *y, size
  * (ct_activation_grad_needs_input). */
 void ct_cpu_activation_backward(ct_activation act, const float *x, const float *y, const float *dy,
                                 float *dx, size_t n, int accumulate);
+/* One pass for a layer's bias and fused activation: v = z + b (b NULL: v = z), y = act(v); z keeps
+ * v where it is not y (gelu's pre-activation). y may equal z. */
+void ct_cpu_bias_activation(ct_activation act, float *z, const float *b, float *y, size_t rows, int c);
 /* Adds b to each row: y (rows, c) += b (c) */
 void ct_cpu_add_bias(float *y, const float *b, size_t rows, int c);
 /* Bias gradient: db (c) = column sums of dy (rows, c). */

@@ -102,6 +102,50 @@ void ct_cpu_activation_backward(ct_activation act, const float *x, const float *
     }
 }
 
+static float sigmoid_or_tanh(ct_activation act, float x) { return act == CT_ACT_SIGMOID ? sigmoid(x) : tanhf(x); }
+
+// z, y: (rows, c), y may be z; b: (c) or NULL
+void ct_cpu_bias_activation(ct_activation act, float *z, const float *b, float *y, size_t rows, int c)
+{
+    if (!b) {
+        ct_cpu_activation_forward(act, z, y, rows * (size_t)c);
+        return;
+    }
+    /* the bits of adding the bias and then activating in two passes: the same two roundings */
+#pragma omp parallel for schedule(static) if (rows * (size_t)c > CT_CPU_PAR_MIN)
+    for (size_t i = 0; i < rows; i++) {
+        float *zr = z + i * (size_t)c, *yr = y + i * (size_t)c;
+        switch (act) {
+        case CT_ACT_LINEAR:
+            for (int j = 0; j < c; j++) yr[j] = zr[j] + b[j];
+            break;
+        case CT_ACT_RELU:
+            for (int j = 0; j < c; j++) {
+                float v = zr[j] + b[j];
+                yr[j] = v > 0.0f ? v : 0.0f;
+            }
+            break;
+        case CT_ACT_LEAKY:
+            for (int j = 0; j < c; j++) {
+                float v = zr[j] + b[j];
+                yr[j] = v > 0.0f ? v : CT_LEAKY_SLOPE * v;
+            }
+            break;
+        case CT_ACT_GELU:
+            /* gelu's gradient reads the pre-activation, which z keeps */
+            for (int j = 0; j < c; j++) {
+                float v = zr[j] + b[j];
+                zr[j] = v;
+                yr[j] = 0.5f * v * (1.0f + erff(v * INV_SQRT2));
+            }
+            break;
+        default: /* sigmoid, tanh */
+            for (int j = 0; j < c; j++) yr[j] = sigmoid_or_tanh(act, zr[j] + b[j]);
+            break;
+        }
+    }
+}
+
 // y: (rows, c); b: (c)
 void ct_cpu_add_bias(float *y, const float *b, size_t rows, int c)
 {
@@ -143,6 +187,8 @@ enum { SUM_BLOCK = 64 };
 // dy: (rows, c); db: (c) = column sums of dy
 void ct_cpu_column_sums(const float *dy, float *db, size_t rows, int c)
 {
+    /* threads over blocks of columns: each sum is one thread's, in row order, whatever the count */
+#pragma omp parallel for schedule(static) if (rows * (size_t)c > CT_CPU_PAR_MIN && c > SUM_BLOCK)
     for (int j0 = 0; j0 < c; j0 += SUM_BLOCK) {
         int nj = c - j0 < SUM_BLOCK ? c - j0 : SUM_BLOCK;
         double acc[SUM_BLOCK] = {0};

@@ -408,15 +408,22 @@ void ct_graph_free(ct_graph *g)
 
 /* ---- passes ---- */
 
-ct_status ct_graph_forward(ct_graph *g, int n, int training, ct_err *err)
+ct_status ct_graph_forward_each(ct_graph *g, int n, int training, ct_layer_done_fn done, void *ctx, ct_err *err)
 {
     for (int i = 0; i < g->n_layers; i++) {
         ct_layer *l = &g->layers[i];
         ct_status st = g->be->ops->layers[l->type]->forward(g->be, l, n, training, err);
+        if (st == CT_OK && done)
+            st = done(ctx, i, err);
         if (st != CT_OK)
             return st;
     }
     return CT_OK;
+}
+
+ct_status ct_graph_forward(ct_graph *g, int n, int training, ct_err *err)
+{
+    return ct_graph_forward_each(g, n, training, NULL, NULL, err);
 }
 
 /* Under sync_bn a layer of batch statistics averages figures over the replicas inside its

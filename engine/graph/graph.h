@@ -109,6 +109,9 @@ ct_status ct_graph_backward(ct_graph *g, int n, ct_err *err);
 typedef ct_status (*ct_layer_done_fn)(void *ctx, int layer, ct_err *err);
 /* ct_graph_backward, calling done (if not NULL) after each layer. */
 ct_status ct_graph_backward_each(ct_graph *g, int n, ct_layer_done_fn done, void *ctx, ct_err *err);
+/* ct_graph_forward, calling done (if not NULL) after each layer, first layer first (a trace's
+ * per-layer times). */
+ct_status ct_graph_forward_each(ct_graph *g, int n, int training, ct_layer_done_fn done, void *ctx, ct_err *err);
 
 static inline ct_layer *ct_graph_output(ct_graph *g) { return &g->layers[g->n_layers - 1]; }
 

@@ -161,9 +161,9 @@ ct_status ct_train_trace_step(ct_run *run, const char *path)
     ct_status st = bench_begin(run, &d, &xb, &yb);
     ct_replica *r = &run->replicas[0];
     ct_trace trace = {0};
-    /* room for every layer's backward and as many buckets */
+    /* room for every layer's forward and backward, as many buckets, the loss and the update */
     if (st == CT_OK)
-        st = ct_trace_open(&trace, &r->graph, run->n_replicas, 2 * r->graph.n_layers, err);
+        st = ct_trace_open(&trace, &r->graph, run->n_replicas, 3 * r->graph.n_layers + 2, err);
     /* the first step pays for first use (threads, allocations): trace the second */
     if (st == CT_OK)
         st = run_steps(run, r, &d, 0, 1, xb, yb, err);

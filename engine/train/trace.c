@@ -58,6 +58,18 @@ static void put_name(FILE *f, const char *name)
         fputc(*c == '"' || *c == '\\' || (unsigned char)*c < 0x20 ? '_' : *c, f);
 }
 
+static const char *kind_name(ct_trace_kind k)
+{
+    switch (k) {
+    case CT_TRACE_BACKWARD: return "backward";
+    case CT_TRACE_REDUCE: return "reduce";
+    case CT_TRACE_FORWARD: return "forward";
+    case CT_TRACE_LOSS: return "loss";
+    case CT_TRACE_UPDATE: return "update";
+    }
+    return "?";
+}
+
 ct_status ct_trace_write(const ct_trace *t, const char *path, ct_err *err)
 {
     FILE *f = fopen(path, "w");
@@ -73,19 +85,23 @@ ct_status ct_trace_write(const ct_trace *t, const char *path, ct_err *err)
         for (int k = 0; k < t->rank[i].n; k++) {
             const ct_trace_event *e = &t->rank[i].events[k];
             fprintf(f, ",\n{\"name\": \"");
-            if (e->kind == CT_TRACE_BACKWARD) {
-                fprintf(f, "backward ");
+            int per_layer = e->kind == CT_TRACE_BACKWARD || e->kind == CT_TRACE_FORWARD;
+            if (per_layer) {
+                fprintf(f, "%s ", e->kind == CT_TRACE_BACKWARD ? "backward" : "forward");
                 put_name(f, e->index < t->graph->n_layers ? t->graph->layers[e->index].cfg->name : "?");
-            } else {
+            } else if (e->kind == CT_TRACE_REDUCE) {
                 fprintf(f, "all-reduce bucket %d", e->index);
+            } else {
+                fprintf(f, "%s", e->kind == CT_TRACE_LOSS ? "loss" : "update");
             }
             fprintf(f, "\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, ",
-                    e->kind == CT_TRACE_BACKWARD ? "backward" : "reduce", i, (e->start_s - origin) * 1e6,
-                    (e->end_s - e->start_s) * 1e6);
-            if (e->kind == CT_TRACE_BACKWARD)
+                    kind_name(e->kind), i, (e->start_s - origin) * 1e6, (e->end_s - e->start_s) * 1e6);
+            if (per_layer)
                 fprintf(f, "\"args\": {\"layer\": %d}}", e->index);
-            else
+            else if (e->kind == CT_TRACE_REDUCE)
                 fprintf(f, "\"args\": {\"bucket\": %d, \"bytes\": %zu}}", e->index, e->bytes);
+            else
+                fprintf(f, "\"args\": {}}");
         }
     }
     fprintf(f, "\n]}\n");

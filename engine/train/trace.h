@@ -1,6 +1,7 @@
-/* A trace of one training step: each layer's backward and each gradient bucket's all-reduce, per
- * replica, with start and end times, written as Chrome trace JSON (chrome://tracing, Perfetto).
- * It shows whether reductions overlap backward. Times are the host clock: on the CPU they are
+/* A trace of one training step: each layer's forward and backward, the loss, each gradient
+ * bucket's all-reduce and the optimizer's update, per replica, with start and end times, written
+ * as Chrome trace JSON (chrome://tracing, Perfetto). It shows where a step's time goes and
+ * whether reductions overlap backward. Times are the host clock: on the CPU they are
  * the work itself; on a GPU they are when the work was enqueued, not when it ran. */
 #ifndef CT_TRACE_H
 #define CT_TRACE_H
@@ -9,11 +10,12 @@
 
 #include "graph/graph.h"
 
-typedef enum ct_trace_kind { CT_TRACE_BACKWARD, CT_TRACE_REDUCE } ct_trace_kind;
+typedef enum ct_trace_kind { CT_TRACE_BACKWARD, CT_TRACE_REDUCE, CT_TRACE_FORWARD, CT_TRACE_LOSS, CT_TRACE_UPDATE } ct_trace_kind;
 
 typedef struct ct_trace_event {
     ct_trace_kind kind;
-    int index;               /* the layer, or the bucket (0 = the first launched) */
+    int index;               /* the layer, or the bucket (0 = the first launched); 0 for the loss
+                              * and the update */
     size_t bytes;            /* a bucket's gradient bytes */
     double start_s, end_s;   /* ct_clock_seconds */
 } ct_trace_event;
@@ -27,7 +29,7 @@ typedef struct ct_trace_rank {
 typedef struct ct_trace {
     int ranks;
     ct_trace_rank *rank;     /* (ranks) */
-    const ct_graph *graph;   /* names the layers of backward events */
+    const ct_graph *graph;   /* names the layers of forward and backward events */
 } ct_trace;
 
 /* Room for `per_rank` events on each of `ranks` replicas of network g. */

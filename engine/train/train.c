@@ -167,6 +167,22 @@ static ct_status bn_mean(void *p, float *v, int count, ct_err *err)
     return st;
 }
 
+/* A traced step's forward: each layer's event runs from the end of the one before. */
+typedef struct forward_clock {
+    ct_trace_rank *trace;
+    double mark;
+} forward_clock;
+
+static ct_status forward_done(void *p, int layer, ct_err *err)
+{
+    (void)err;
+    forward_clock *fc = p;
+    double now = ct_clock_seconds();
+    ct_trace_add(fc->trace, CT_TRACE_FORWARD, layer, 0, fc->mark, now);
+    fc->mark = now;
+    return CT_OK;
+}
+
 /* The work of one step on one replica, enqueued without reading anything back: the backend may
  * capture it once and replay it, so everything that changes per step comes through set_step.
  * The gradients' all-reduce sits between backward and the update, inside the captured step. */
@@ -181,13 +197,17 @@ static ct_status step_work(void *p, ct_err *err)
      * with one rank too, so that a one-GPU machine runs it */
     int sync_bn = c->run->cfg.train.sync_bn && (c->run->comm->size > 1 || c->run->cfg.train.comm == CT_COMM_NCCL);
     be->bn_sync = sync_bn ? (ct_bn_sync){bn_mean, c, c->total} : (ct_bn_sync){0};
-    ct_status st = ct_graph_forward(g, c->n, 1, err);
+    ct_trace_rank *trace = c->run->trace ? &c->run->trace->rank[r - c->run->replicas] : NULL;  /* this process's replica */
+    forward_clock fc = {trace, trace ? ct_clock_seconds() : 0.0};
+    ct_status st = trace ? ct_graph_forward_each(g, c->n, 1, forward_done, &fc, err) : ct_graph_forward(g, c->n, 1, err);
     if (st == CT_OK)
         st = be->ops->loss(be, out->y, &g->labels, out->dy, c->n, err);
+    if (trace)
+        ct_trace_add(trace, CT_TRACE_LOSS, 0, 0, fc.mark, ct_clock_seconds());
     /* the gradients averaged over the replicas in buckets, each as backward completes it */
     ct_bucket_reduce reduce = {
         .comm = c->run->comm, .rank = r->rank, .graph = g, .samples = c->n, .bucket_mib = c->run->cfg.train.bucket_mib,
-        .trace = c->run->trace ? &c->run->trace->rank[r - c->run->replicas] : NULL,  /* this process's replica */
+        .trace = trace,
         /* the time split's comm share: by the clock only where the step runs on the host */
         .timed = r->rank == 0 && r->dev->host_memory,
     };
@@ -203,7 +223,10 @@ static ct_status step_work(void *p, ct_err *err)
         st = be->ops->unscale(be, &g->grads, err);
     if (st == CT_OK) {
         ct_optim_step s = ct_train_optim_step(&c->run->cfg.train, g);
+        double start = trace ? ct_clock_seconds() : 0.0;
         st = be->ops->optimizer_step(be, &s, err);
+        if (trace)
+            ct_trace_add(trace, CT_TRACE_UPDATE, 0, 0, start, ct_clock_seconds());
     }
     /* each replica normalised with its own slice's statistics: replica 0's running statistics
      * become everyone's (DDP's broadcast_buffers), so every replica evaluates alike */
