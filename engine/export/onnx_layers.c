@@ -59,16 +59,18 @@ static ct_status emit_dense(layer_ctx *c, value *out)
     return CT_OK;
 }
 
-/* ONNX's pads (top, left, bottom, right) for cutrain's window: its leading pads, and the trailing
- * ones that make ONNX's floor((in + pads - k) / stride) + 1 give the same output size. */
-static void window_pads(const ct_layer *l, int64_t pads[4])
+/* A Conv's or a pool's window attributes (the node being written): ONNX's pads (top, left, bottom,
+ * right) are cutrain's leading pads, and the trailing ones that make ONNX's
+ * floor((in + pads - k) / stride) + 1 give the same output size. */
+static void window_attrs(builder *b, const ct_layer *l)
 {
     int pb = (l->out.h - 1) * l->stride + l->kh - l->in_shape.h - l->pad_t;
     int pr = (l->out.w - 1) * l->stride + l->kw - l->in_shape.w - l->pad_l;
-    pads[0] = l->pad_t;
-    pads[1] = l->pad_l;
-    pads[2] = pb > 0 ? pb : 0;
-    pads[3] = pr > 0 ? pr : 0;
+    int64_t ks[2] = {l->kh, l->kw}, st[2] = {l->stride, l->stride};
+    int64_t pads[4] = {l->pad_t, l->pad_l, pb > 0 ? pb : 0, pr > 0 ? pr : 0};
+    ct_onnx_attr_ints(b, "kernel_shape", ks, 2);
+    ct_onnx_attr_ints(b, "strides", st, 2);
+    ct_onnx_attr_ints(b, "pads", pads, 4);
 }
 
 // w: (f, kh, kw, c) fp32 -> (f, c, kh, kw), its input channels in the input value's order
@@ -106,11 +108,7 @@ static ct_status emit_conv2d(layer_ctx *c, value *out)
         ct_onnx_init_floats(b, bn, bd, 1, c->bias, (size_t)f);
     ct_onnx_main_output(y, l->cfg->name, l->act);
     size_t m = ct_onnx_node_begin(b, "Conv", (const char *const[]){x.name, wn, bn}, l->b_count ? 3 : 2, y);
-    int64_t ks[2] = {kh, kw}, st[2] = {l->stride, l->stride}, pads[4];
-    window_pads(l, pads);
-    ct_onnx_attr_ints(b, "kernel_shape", ks, 2);
-    ct_onnx_attr_ints(b, "strides", st, 2);
-    ct_onnx_attr_ints(b, "pads", pads, 4);
+    window_attrs(b, l);
     ct_onnx_node_end(b, m);
     *out = (value){.rank = 4};
     snprintf(out->name, NAME_LEN, "%s", y);
@@ -145,11 +143,7 @@ static ct_status emit_pool(layer_ctx *c, value *out)
     } else {
         /* padded cells never count: MaxPool pads with -inf, AveragePool's count_include_pad is 0 */
         size_t m = ct_onnx_node_begin(b, is_max ? "MaxPool" : "AveragePool", (const char *const[]){x.name}, 1, y);
-        int64_t ks[2] = {l->kh, l->kw}, st[2] = {l->stride, l->stride}, pads[4];
-        window_pads(l, pads);
-        ct_onnx_attr_ints(b, "kernel_shape", ks, 2);
-        ct_onnx_attr_ints(b, "strides", st, 2);
-        ct_onnx_attr_ints(b, "pads", pads, 4);
+        window_attrs(b, l);
         ct_onnx_node_end(b, m);
     }
     *out = (value){.rank = 4};
