@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cutrain.h"
+#include "tests/fmnist_form.h"
 #include "tests/test_util.h"
 
 /* What the epochs reported: the precision they trained in ("" before the first). */
@@ -33,19 +34,13 @@ static int e2e_on_epoch(const ct_epoch_stats *s, void *user)
  * (NULL-terminated key, value pairs, or NULL). *net is set even on failure (ct_close it). */
 static inline ct_status e2e_open(const char *model, const char *devices, const char *const *sets, ct_net **net)
 {
-    char path[1024], value[1024];
+    char path[1024];
     snprintf(path, sizeof path, "%s/models/%s", CT_SOURCE_DIR, model);
     *net = NULL;
     ct_status st = ct_open_file(path, net);
     /* the data may live elsewhere than the package's folder (CT_FMNIST_DIR) */
-    static const char *const keys[][2] = {
-        {"data.train", "train-images-idx3-ubyte.gz"}, {"data.train_labels", "train-labels-idx1-ubyte.gz"},
-        {"data.test", "t10k-images-idx3-ubyte.gz"},   {"data.test_labels", "t10k-labels-idx1-ubyte.gz"},
-    };
-    for (int i = 0; st == CT_OK && i < 4; i++) {
-        snprintf(value, sizeof value, "%s/%s", ct_fmnist_dir(), keys[i][1]);
-        st = ct_set(*net, keys[i][0], value);
-    }
+    if (st == CT_OK)
+        st = ct_set_fmnist_data(*net);
     if (st == CT_OK)
         st = ct_set(*net, "train.devices", devices);
     for (const char *const *kv = sets; st == CT_OK && kv && kv[0]; kv += 2)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cutrain.h"
+#include "tests/fmnist_form.h"
 #include "tests/test_util.h"
 
 #define FIXTURE_DIR CT_SOURCE_DIR "/tests/fixtures"
@@ -26,16 +27,11 @@
 #define OLD_EPOCH 1
 #define OLD_STEP 32L
 
-static const char *const DATA_KEYS[][2] = {
-    {"data.train", "train-images-idx3-ubyte.gz"}, {"data.train_labels", "train-labels-idx1-ubyte.gz"},
-    {"data.test", "t10k-images-idx3-ubyte.gz"},   {"data.test_labels", "t10k-labels-idx1-ubyte.gz"},
-};
-
 static int have_data(void)
 {
     char path[1024];
     for (int i = 0; i < 4; i++) {
-        snprintf(path, sizeof path, "%s/%s", ct_fmnist_dir(), DATA_KEYS[i][1]);
+        snprintf(path, sizeof path, "%s/%s", ct_fmnist_dir(), CT_FMNIST_KEYS[i][1]);
         if (access(path, R_OK) != 0) {
             printf("skipped: %s is missing (set CT_FMNIST_DIR)\n", path);
             return 0;
@@ -49,11 +45,8 @@ static ct_net *open_fixture(void)
 {
     ct_net *net = NULL;
     ct_status st = ct_open_file(FIXTURE_INI, &net);
-    char value[1024];
-    for (int i = 0; st == CT_OK && i < 4; i++) {
-        snprintf(value, sizeof value, "%s/%s", ct_fmnist_dir(), DATA_KEYS[i][1]);
-        st = ct_set(net, DATA_KEYS[i][0], value);
-    }
+    if (st == CT_OK)
+        st = ct_set_fmnist_data(net);
     CHECK_MSG(st == CT_OK, "%s", ct_errmsg(net));
     if (st != CT_OK) {
         ct_close(net);

@@ -14,26 +14,19 @@
 
 #include "base/protobuf.h"
 #include "cutrain.h"
+#include "tests/fmnist_form.h"
 #include "tests/test_util.h"
 
 #define FIXTURE_DIR CT_SOURCE_DIR "/tests/fixtures"
 #define FIXTURE_INI FIXTURE_DIR "/compat_every_layer.ini"
 #define FIXTURE_CKPT FIXTURE_DIR "/compat_every_layer_v1.ckpt"
 
-static const char *const DATA_KEYS[][2] = {
-    {"data.train", "train-images-idx3-ubyte.gz"}, {"data.train_labels", "train-labels-idx1-ubyte.gz"},
-    {"data.test", "t10k-images-idx3-ubyte.gz"},   {"data.test_labels", "t10k-labels-idx1-ubyte.gz"},
-};
-
 static ct_net *open_fixture(void)
 {
     ct_net *net = NULL;
     ct_status st = ct_open_file(FIXTURE_INI, &net);
-    char value[1024];
-    for (int i = 0; st == CT_OK && i < 4; i++) {
-        snprintf(value, sizeof value, "%s/%s", ct_fmnist_dir(), DATA_KEYS[i][1]);
-        st = ct_set(net, DATA_KEYS[i][0], value);
-    }
+    if (st == CT_OK)
+        st = ct_set_fmnist_data(net);
     CHECK_MSG(st == CT_OK, "%s", ct_errmsg(net));
     return net;
 }
@@ -230,7 +223,7 @@ static void test_refusals(const char *dir)
 static void test_predict_probs(void)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s", ct_fmnist_dir(), DATA_KEYS[2][1]);
+    snprintf(path, sizeof path, "%s/%s", ct_fmnist_dir(), CT_FMNIST_KEYS[2][1]);
     ct_images images;
     char msg[512];
     CHECK_MSG(ct_read_idx_images(path, &images, msg, sizeof msg) == CT_OK, "%s", msg);
@@ -268,7 +261,7 @@ static void test_predict_probs(void)
 int main(void)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s", ct_fmnist_dir(), DATA_KEYS[0][1]);
+    snprintf(path, sizeof path, "%s/%s", ct_fmnist_dir(), CT_FMNIST_KEYS[0][1]);
     if (access(path, R_OK) != 0) {
         printf("skipped: %s is missing (set CT_FMNIST_DIR)\n", path);
         return 77;

@@ -8,24 +8,18 @@
 #include "cutrain.h"
 #include "graph/launch_cost.h"
 #include "graph/scaling.h"
+#include "tests/fmnist_form.h"
 #include "tests/test_util.h"
-
-static const char *const DATA_KEYS[][2] = {
-    {"data.train", "train-images-idx3-ubyte.gz"}, {"data.train_labels", "train-labels-idx1-ubyte.gz"},
-    {"data.test", "t10k-images-idx3-ubyte.gz"},   {"data.test_labels", "t10k-labels-idx1-ubyte.gz"},
-};
 
 /* models/<name> with its data at CT_FMNIST_DIR, on the model GPU; NULL after a failed check */
 static ct_net *open_model(const char *name)
 {
-    char path[1024], value[1024];
+    char path[1024];
     snprintf(path, sizeof path, "%s/models/%s", CT_SOURCE_DIR, name);
     ct_net *net = NULL;
     ct_status st = ct_open_file(path, &net);
-    for (int i = 0; st == CT_OK && i < 4; i++) {
-        snprintf(value, sizeof value, "%s/%s", ct_fmnist_dir(), DATA_KEYS[i][1]);
-        st = ct_set(net, DATA_KEYS[i][0], value);
-    }
+    if (st == CT_OK)
+        st = ct_set_fmnist_data(net);
     if (st == CT_OK)
         st = ct_set(net, "train.devices", "cpu");
     CHECK_MSG(st == CT_OK, "%s: %s", name, ct_errmsg(net));
@@ -187,7 +181,7 @@ int main(void)
 {
     test_models();
     char probe[1024];
-    snprintf(probe, sizeof probe, "%s/%s", ct_fmnist_dir(), DATA_KEYS[0][1]);
+    snprintf(probe, sizeof probe, "%s/%s", ct_fmnist_dir(), CT_FMNIST_KEYS[0][1]);
     if (access(probe, R_OK) != 0) {
         printf("skipped the models' checks: %s is missing (set CT_FMNIST_DIR)\n", probe);
     } else {
