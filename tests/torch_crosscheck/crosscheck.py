@@ -20,6 +20,11 @@ Each tensor must agree within 1e-5 relative, norm-wise. The data has no gradient
 first layer computes none), so the gradient at the input is not compared; the gradient at the
 first layer's output is.
 
+The network here is not tools/torch_cpu_peer.py's: that one is PyTorch as its users write it, for
+speed (symmetric `same` padding, NCHW flattening, its own initialisation and dropout draws); this
+one repeats cutrain's arithmetic exactly (TensorFlow's padding split, NHWC flattening, cutrain's
+weights and masks), for correctness.
+
 Exit 0 passed, 1 failed, 77 skipped (PyTorch missing and --require not given).
 """
 import argparse
@@ -75,6 +80,11 @@ def read_config(path):
     return [(name, keys) for name, keys in layers if name not in ("data", "train")]
 
 
+def on(value):
+    """A boolean key's value as the config reads it."""
+    return value.strip().lower() in ("on", "1", "true", "yes")
+
+
 def window(size, k, stride, same):
     """Output size and (before, after) padding of one spatial dimension: same is ceil(size /
     stride) with TensorFlow's split, the odd pixel after (bottom, right); valid pads nothing."""
@@ -112,7 +122,7 @@ class Net:
 
     def pool(self, x, keys, kind):
         F = self.F
-        if keys.get("global", "off") == "on":
+        if on(keys.get("global", "off")):
             k, stride, pads = (x.shape[2], x.shape[3]), 1, (0, 0, 0, 0)
         else:
             size = int(keys.get("size", "2"))
@@ -195,7 +205,8 @@ def nhwc(t):
 
 
 def crosscheck(torch, config, folder, path, worst):
-    """Compares one dump with PyTorch; records each tensor's error under its layer type in worst."""
+    """Compares one dump with PyTorch; records the largest errors per layer type in worst,
+    {kind: [forward, backward]}. Returns the dump's convolution paths."""
     layers = read_config(config)
     params, _ = read_safetensors(os.path.join(folder, "params.safetensors"), torch)
     grads, _ = read_safetensors(os.path.join(folder, "grads.safetensors"), torch)
@@ -217,10 +228,11 @@ def crosscheck(torch, config, folder, path, worst):
     tag = "%s (%s)" % (os.path.basename(config), path)
     rows = []
 
-    def compare(what, kind, got, want):
+    def compare(what, kind, got, want, backward=False):
         err = rel_err(torch, got, want)
         rows.append((what, err))
-        worst[kind] = max(worst.get(kind, 0.0), err)
+        pair = worst.setdefault(kind, [0.0, 0.0])
+        pair[backward] = max(pair[backward], err)
         if not err <= TOLERANCE:
             fail("%s: %s differs from PyTorch float64 by %.3g relative (tolerance %g)" % (tag, what, err, TOLERANCE))
 
@@ -233,11 +245,11 @@ def crosscheck(torch, config, folder, path, worst):
         y = outs[name]
         compare("[%s] output" % name, kind, dumped[name + ".y"], nhwc(y.detach()))
         dy = y.grad if y.grad is not None else torch.zeros_like(y)
-        compare("[%s] gradient at the output" % name, kind, dumped[name + ".dy"], nhwc(dy))
+        compare("[%s] gradient at the output" % name, kind, dumped[name + ".dy"], nhwc(dy), True)
         for suffix in ("weight", "bias"):
             key = "%s.%s" % (name, suffix)
             if key in params:
-                compare("[%s] %s gradient" % (name, suffix), kind, grads[key], net.params[key].grad)
+                compare("[%s] %s gradient" % (name, suffix), kind, grads[key], net.params[key].grad, True)
         for suffix in ("running_mean", "running_var"):
             key = "%s.%s" % (name, suffix)
             if key in params:
@@ -294,9 +306,10 @@ def main():
                 check_paths(config, path, conv_paths)
                 if not conv_paths:
                     break   # no convolution: the paths do not differ
-    print("largest relative error per layer type (forward, backward and statistics together):")
+    print("largest relative error per layer type: forward (outputs, running statistics), backward "
+          "(gradients at the outputs and of the parameters)")
     for kind in sorted(worst):
-        print("    %-24s %.2e" % (kind, worst[kind]))
+        print("    %-24s %.2e  %.2e" % (kind, worst[kind][0], worst[kind][1]))
     if failures:
         print("%d tensors or runs failed" % len(failures))
         return 1
