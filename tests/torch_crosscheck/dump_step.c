@@ -43,6 +43,7 @@ typedef struct capture {
     float **y, **dy, **mask;   /* per layer, (n, out) each; mask only for dropout */
 } capture;
 
+// src: (count) fp32; returns a malloc'd copy (NULL when out of memory)
 static float *copy_floats(const float *src, size_t count)
 {
     float *d = malloc((count ? count : 1) * sizeof *d);
@@ -92,6 +93,7 @@ static ct_status after_backward(void *ctx, int i, ct_err *err)
 
 /* Biases, batch-norm gammas and betas and the running statistics start at constants (0, 1): moved
  * off them, so that their gradients and updates are checked on values that tell errors apart. */
+// params, state: the graph's flat fp32 tensors, host memory (the CPU device's)
 static void move_off_constants(ct_graph *g, uint64_t seed)
 {
     ct_rng rng = {seed};
@@ -113,6 +115,7 @@ static void move_off_constants(ct_graph *g, uint64_t seed)
 
 /* The graph's parameter gradients packed as a checkpoint's params (each layer's weights, then its
  * biases), over ck's own. */
+// grads: the graph's flat fp32 gradients (param_span, aligned per tensor); ck->params: (n_params)
 static void pack_gradients(const ct_graph *g, ct_checkpoint *ck)
 {
     const float *grads = ct_f32(&g->grads);
@@ -154,6 +157,7 @@ static ct_status write_weights(ct_run *run, const ct_checkpoint *ck, const char 
     return st;
 }
 
+// data: (batch, s.h, s.w, s.c) fp32, written as that 4-d tensor named "<layer>.<what>" (or "<what>")
 static void add_tensor(ct_st_tensor *t, size_t *n, const char *layer, const char *what, const float *data, int batch,
                        ct_shape s)
 {
@@ -163,7 +167,7 @@ static void add_tensor(ct_st_tensor *t, size_t *n, const char *layer, const char
     snprintf(e->name, sizeof e->name, "%s%s%s", layer, *layer ? "." : "", what);
 }
 
-/* Which path ran each convolution, "c1=onednn,c2=im2col", asked the way conv2d.c asks. */
+/* Which path ran each convolution, "c1=onednn,c2=im2col", as the backend decides it. */
 static void conv_paths(ct_backend *be, const ct_graph *g, int n, char *text, size_t size)
 {
     size_t used = 0;
@@ -172,11 +176,8 @@ static void conv_paths(ct_backend *be, const ct_graph *g, int n, char *text, siz
         const ct_layer *l = &g->layers[i];
         if (l->type != CT_LAYER_CONV2D)
             continue;
-        ct_cpu_dnnl_conv c = {ct_layer_window(l, n), l->b_count > 0,
-                              ct_layer_keeps_preactivation(l) ? CT_ACT_LINEAR : l->act, l->in[0] != CT_INPUT_NODE};
-        size_t bytes;
-        int dnnl = ct_cpu_of(be)->dnnl && ct_cpu_dnnl_conv2d_workspace(ct_cpu_of(be)->dnnl, &c, &bytes);
-        int w = snprintf(text + used, size - used, "%s%s=%s", used ? "," : "", l->cfg->name, dnnl ? "onednn" : "im2col");
+        const char *path = ct_cpu_conv2d_on_onednn(be, l, n) ? "onednn" : "im2col";
+        int w = snprintf(text + used, size - used, "%s%s=%s", used ? "," : "", l->cfg->name, path);
         used += w > 0 && (size_t)w < size - used ? (size_t)w : 0;
     }
 }
