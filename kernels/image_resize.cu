@@ -1,6 +1,6 @@
 // Resampling a decoded image's region to the output size on the device ([data] decode = gpu):
 // what data/image_resize.c does on the CPU, with the same weights computed in float instead of
-// 14-bit fixed point, so the bytes may differ by a rounding step (docs/gpu.md, "GPU decode"). A
+// 15-bit fixed point, so the bytes may differ by a rounding step (docs/gpu.md, "GPU decode"). A
 // host copy of the same arithmetic (ct_resize_region_u8_host) lets tests check the geometry
 // without a GPU.
 #include <cuda_runtime.h>

@@ -2,7 +2,7 @@
  * the kernel's arithmetic pixel for pixel, against the CPU decoder's resampler
  * (data/image_resize.c) on Fashion-MNIST mosaics, grey and colour, shrinking, enlarging, mixed,
  * flipped, off-centre regions and a row pitch wider than the image. The two use the same geometry
- * with float against 14-bit fixed-point weights: every byte within 1 of the CPU's. Also its
+ * with float against 15-bit fixed-point weights: every byte within 1 of the CPU's. Also its
  * refusals. Skips (77) in a build without the CUDA backend, which has no kernels. */
 #include <stdint.h>
 #include <stdio.h>
