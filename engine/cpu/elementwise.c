@@ -53,22 +53,8 @@ static float gelu_grad(float x)
     return cdf + x * INV_SQRT_2PI * expf(-0.5f * x * x);
 }
 
-/* `keep ? a : b` by masking the bits: the same value as the conditional, but with no branch for
- * the compiler to keep, so the loops around it vectorise (a branch on the sign of each element
- * is mispredicted half the time). */
-static inline float select_bits(int keep, float a, float b)
-{
-    uint32_t ua, ub, mask = -(uint32_t)(keep != 0);
-    memcpy(&ua, &a, sizeof ua);
-    memcpy(&ub, &b, sizeof ub);
-    uint32_t u = (ua & mask) | (ub & ~mask);
-    float r;
-    memcpy(&r, &u, sizeof r);
-    return r;
-}
-
-static inline float relu_grad(float x, float dy) { return select_bits(x > 0.0f, dy, 0.0f); }
-static inline float leaky_grad(float x, float dy) { return select_bits(x > 0.0f, dy, CT_LEAKY_SLOPE * dy); }
+static inline float relu_grad(float x, float dy) { return ct_cpu_select(x > 0.0f, dy, 0.0f); }
+static inline float leaky_grad(float x, float dy) { return ct_cpu_select(x > 0.0f, dy, CT_LEAKY_SLOPE * dy); }
 
 /* dx[i] = (accumulate ? dx[i] : 0) + (v), the value a backward writes (see cpu_ops.h): added to
  * dx, or to 0 for the first writer. Two loops rather than the test inside one, so that each
