@@ -161,6 +161,13 @@ static int on_dnnl(ct_backend *be, const ct_layer *l, int n, ct_cpu_dnnl_conv *c
     return ct_cpu_dnnl_conv2d_workspace(ct_cpu_of(be)->dnnl, c, bytes);
 }
 
+int ct_cpu_conv2d_on_onednn(ct_backend *be, const ct_layer *l, int n)
+{
+    ct_cpu_dnnl_conv c;
+    size_t bytes;
+    return on_dnnl(be, l, n, &c, &bytes);
+}
+
 /* The bytes a pass may use: its own part, within what reserve took. */
 static size_t pass_bytes(ct_backend *be, size_t bytes)
 {

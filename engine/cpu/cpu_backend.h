@@ -33,6 +33,9 @@ static inline size_t ct_cpu_out_count(const ct_layer *l, int n) { return (size_t
 #define CT_CPU_DECLARE_OPS(upper, lower) extern const ct_layer_ops ct_cpu_##lower##_ops;
 CT_LAYER_TYPES(CT_CPU_DECLARE_OPS)
 #undef CT_CPU_DECLARE_OPS
+/* 1 when conv2d layer l runs on oneDNN at batch n, 0 on im2col (conv2d.c): what its passes ask,
+ * for the tests that must know which path they checked. */
+int ct_cpu_conv2d_on_onednn(ct_backend *be, const ct_layer *l, int n);
 /* Any type: its fp32 ops on fp32 copies of the layer's fp16 / bf16 tensors (half.c). */
 extern const ct_layer_ops ct_cpu_half_ops;
 

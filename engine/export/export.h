@@ -42,6 +42,20 @@ ct_status ct_export_onnx(const ct_export_net *net, const ct_export_spec *spec, c
 /* The safetensors file's bytes into a growing buffer. */
 ct_status ct_export_safetensors(const ct_export_net *net, int fp16, ct_pb *out, ct_err *err);
 
+/* One fp32 tensor of a safetensors file: data holds count values of the shape's nd dimensions. */
+typedef struct ct_st_tensor {
+    char name[CT_MAX_NAME + 16];
+    const float *data;
+    size_t count;
+    int64_t shape[4];
+    int nd;
+} ct_st_tensor;
+
+/* A safetensors file of t[0..n) (F32, or F16 with fp16) in that order, its __metadata__ the n_meta
+ * pairs meta[2 i] = meta[2 i + 1], into a growing buffer. */
+ct_status ct_safetensors_write(const ct_st_tensor *t, size_t n, const char *const *meta, size_t n_meta, int fp16,
+                               ct_pb *out, ct_err *err);
+
 /* The config as ini text (sections and their keys as read, --set overrides applied); malloc'd. */
 char *ct_export_config_text(const ct_ini *ini);
 
