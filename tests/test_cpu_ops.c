@@ -413,6 +413,8 @@ static void test_pools(void)
     static const pool_spec specs[] = {
         /* name                   n  h  w  c kh kw  s pt pl pb pr */
         {"2x2 stride 2",          2, 6, 6, 3, 2, 2, 2, 0, 0, 0, 0},
+        /* enough channels for the vectorised channel loop and its remainder */
+        {"2x2 stride 2, 35 ch",   2, 4, 6, 35, 2, 2, 2, 0, 0, 0, 0},
         /* windows that never overlap, and cells no window reads */
         {"2x2 stride 2, odd size", 2, 7, 5, 3, 2, 2, 2, 0, 0, 0, 0},
         {"2x2 stride 2 pad after", 1, 5, 5, 2, 2, 2, 2, 0, 0, 1, 1},
@@ -469,6 +471,20 @@ static void test_pool_hand_values(void)
     ct_cpu_maxpool_forward(&g, x2, y2, am2);
     CHECK_NEAR(y2[2], 4, 0); CHECK_NEAR(y2[3], 9, 0);
     CHECK(am2[2] == 2 && am2[3] == 1);
+
+    /* ties in every channel of a wide window (relu's zeros): the first cell wins in each, in the
+     * vectorised channel loop as in its remainder */
+    enum { WIDE = 37 };
+    float zeros[2 * 2 * WIDE] = {0}, yw[WIDE];
+    int32_t amw[WIDE];
+    zeros[3 * WIDE + 5] = 1.0f;  /* one channel's last cell wins outright */
+    g = (ct_window_geom){.n = 1, .h = 2, .w = 2, .c = WIDE, .f = WIDE, .kh = 2, .kw = 2, .stride = 2, .oh = 1,
+                         .ow = 1};
+    ct_cpu_maxpool_forward(&g, zeros, yw, amw);
+    for (int ch = 0; ch < WIDE; ch++) {
+        CHECK_NEAR(yw[ch], ch == 5 ? 1.0f : 0.0f, 0);
+        CHECK_MSG(amw[ch] == (ch == 5 ? 3 * WIDE + 5 : ch), "wide tie: channel %d argmax %d", ch, (int)amw[ch]);
+    }
 
     /* avgpool 3x3 stride 1 pad 1 on 1..9: padded cells are not counted */
     const float nine[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
@@ -916,6 +932,26 @@ static void test_adam(void)
     float ww = 1, mw = 0, vw = 0;
     ct_cpu_adam_step(&ww, &ga, &mw, &vw, 1, lr, b1, b2, eps, 0.1f, 1, 1);
     CHECK_NEAR(ww, 1 * (1 - 0.01 * 0.1) + 0.01, 1e-6);
+
+    /* a buffer long enough for the vectorised loop and its remainder: the same bits as the
+     * formula evaluated one element at a time */
+    enum { LONG = 37 };
+    ct_rng rng = {920};
+    float wl[LONG], gl[LONG], ml[LONG], vl[LONG], we[LONG], me[LONG], ve[LONG];
+    fill_uniform(wl, LONG, -1, 1, &rng);
+    fill_uniform(gl, LONG, -1, 1, &rng);
+    fill_uniform(ml, LONG, -0.1f, 0.1f, &rng);
+    fill_uniform(vl, LONG, 0, 0.01f, &rng);
+    memcpy(we, wl, sizeof wl), memcpy(me, ml, sizeof ml), memcpy(ve, vl, sizeof vl);
+    ct_cpu_adam_step(wl, gl, ml, vl, LONG, lr, b1, b2, eps, 0.0f, 0, 3);
+    const float bc1 = (float)(1.0 - pow(b1, 3.0)), bc2 = (float)(1.0 - pow(b2, 3.0));
+    for (int i = 0; i < LONG; i++) {
+        me[i] = b1 * me[i] + (1.0f - b1) * gl[i];
+        ve[i] = b2 * ve[i] + (1.0f - b2) * gl[i] * gl[i];
+        we[i] = we[i] - lr * (me[i] / bc1) / (sqrtf(ve[i] / bc2) + eps);
+        CHECK_MSG(wl[i] == we[i] && ml[i] == me[i] && vl[i] == ve[i], "adam element %d: %.9g, want %.9g", i,
+                  wl[i], we[i]);
+    }
 }
 
 /* The matrix product, as the backend uses it (OpenBLAS when built with it) and the fallback loop

@@ -7,6 +7,22 @@
  * combined in order: results don't depend on the thread count, and nothing is allocated. */
 enum { CHUNKS = 16, BLOCK = 64 };
 
+/* One chunk's rows [r0, r1) of centered_sums_block into a1, a2 (nj each, from 0). square: q is p
+ * and qc is pc, so u v is u u; centred: pc is not all zeros. Called with constants for both, so
+ * that each variant compiles without the work it does not need (the same bits: u - 0 is u). */
+static inline void chunk_sums(const float *p, const float *pcb, const float *q, const float *qcb, int r0, int r1,
+                              int c, int j0, int nj, double *a1, double *a2, int square, int centred)
+{
+    for (int i = r0; i < r1; i++) {
+        const float *pr = p + (size_t)i * c + j0, *qr = q + (size_t)i * c + j0;
+        for (int j = 0; j < nj; j++) {
+            double u = centred ? (double)pr[j] - pcb[j] : (double)pr[j];
+            a1[j] += u;
+            a2[j] += u * (square ? u : (double)qr[j] - qcb[j]);
+        }
+    }
+}
+
 /* For channels [j0, j0 + nj): s1[j] = sum_i u, s2[j] = sum_i u v with u = p - pc, v = q - qc
  * (a NULL centre is 0). p, q: (rows, c); pc, qc: (c) or NULL; s1, s2: (nj). */
 static void centered_sums_block(const float *p, const float *pc, const float *q, const float *qc,
@@ -17,19 +33,20 @@ static void centered_sums_block(const float *p, const float *pc, const float *q,
         pcb[j] = pc ? pc[j0 + j] : 0.0f;
         qcb[j] = qc ? qc[j0 + j] : 0.0f;
     }
+    const int square = p == q && pc == qc, centred = pc != NULL;
     double part1[CHUNKS][BLOCK], part2[CHUNKS][BLOCK];
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < CHUNKS; ch++) {
         int r0 = (int)((long long)rows * ch / CHUNKS), r1 = (int)((long long)rows * (ch + 1) / CHUNKS);
         double a1[BLOCK] = {0}, a2[BLOCK] = {0};
-        for (int i = r0; i < r1; i++) {
-            const float *pr = p + (size_t)i * c + j0, *qr = q + (size_t)i * c + j0;
-            for (int j = 0; j < nj; j++) {
-                double u = (double)pr[j] - pcb[j];
-                a1[j] += u;
-                a2[j] += u * ((double)qr[j] - qcb[j]);
-            }
-        }
+        if (square && centred)
+            chunk_sums(p, pcb, q, qcb, r0, r1, c, j0, nj, a1, a2, 1, 1);
+        else if (square)
+            chunk_sums(p, pcb, q, qcb, r0, r1, c, j0, nj, a1, a2, 1, 0);
+        else if (centred)
+            chunk_sums(p, pcb, q, qcb, r0, r1, c, j0, nj, a1, a2, 0, 1);
+        else
+            chunk_sums(p, pcb, q, qcb, r0, r1, c, j0, nj, a1, a2, 0, 0);
         for (int j = 0; j < nj; j++) {
             part1[ch][j] = a1[j];
             part2[ch][j] = a2[j];

@@ -16,7 +16,7 @@ static void dropout_forward_from(const float *x, float *y, uint8_t *mask, size_t
     for (size_t i = 0; i < n; i++) {
         uint8_t keep = ct_uniform(seed, stream, first + i) >= rate;
         mask[i] = keep;
-        y[i] = keep ? x[i] * inv_keep : 0.0f;
+        y[i] = ct_cpu_select(keep, x[i] * inv_keep, 0.0f);
     }
 }
 
@@ -31,8 +31,14 @@ void ct_cpu_dropout_backward(const float *dy, const uint8_t *mask, float *dx, si
                              int accumulate)
 {
     const float inv_keep = keep_scale(rate);
+    /* two loops and a select rather than tests inside one, so that each vectorises */
+    if (accumulate) {
 #pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) dx[i] = (accumulate ? dx[i] : 0.0f) + (mask[i] ? dy[i] * inv_keep : 0.0f);
+        for (size_t i = 0; i < n; i++) dx[i] = dx[i] + ct_cpu_select(mask[i], dy[i] * inv_keep, 0.0f);
+    } else {
+#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
+        for (size_t i = 0; i < n; i++) dx[i] = 0.0f + ct_cpu_select(mask[i], dy[i] * inv_keep, 0.0f);
+    }
 }
 
 /* The mask (aux, uint8) of the last training forward. */

@@ -53,11 +53,23 @@ static float gelu_grad(float x)
     return cdf + x * INV_SQRT_2PI * expf(-0.5f * x * x);
 }
 
-/* The value a backward writes: added to dx, or to 0 for the first writer (see cpu_ops.h). */
-static inline float onto(const float *dx, size_t i, int accumulate, float v)
-{
-    return (accumulate ? dx[i] : 0.0f) + v;
-}
+static inline float relu_grad(float x, float dy) { return ct_cpu_select(x > 0.0f, dy, 0.0f); }
+static inline float leaky_grad(float x, float dy) { return ct_cpu_select(x > 0.0f, dy, CT_LEAKY_SLOPE * dy); }
+
+/* dx[i] = (accumulate ? dx[i] : 0) + (v), the value a backward writes (see cpu_ops.h): added to
+ * dx, or to 0 for the first writer. Two loops rather than the test inside one, so that each
+ * vectorises; 0 + v is kept (it turns a -0 into +0, as adding into a cleared buffer did).
+ * Expects dx, n and accumulate in scope; v reads element i. */
+#define WRITE_OR_ADD(v)                                                                   \
+    do {                                                                                  \
+        if (accumulate) {                                                                 \
+            _Pragma("omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)")          \
+            for (size_t i = 0; i < n; i++) dx[i] = dx[i] + (v);                           \
+        } else {                                                                          \
+            _Pragma("omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)")          \
+            for (size_t i = 0; i < n; i++) dx[i] = 0.0f + (v);                            \
+        }                                                                                 \
+    } while (0)
 
 // x (the input), y (the output), dy, dx: (n); dx = (accumulate ? dx : 0) + dy act'(x)
 void ct_cpu_activation_backward(ct_activation act, const float *x, const float *y, const float *dy,
@@ -70,31 +82,19 @@ void ct_cpu_activation_backward(ct_activation act, const float *x, const float *
      * gelu needs x. */
     switch (act) {
     case CT_ACT_RELU:
-#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
-        for (size_t i = 0; i < n; i++) dx[i] = onto(dx, i, accumulate, x[i] > 0.0f ? dy[i] : 0.0f);
+        WRITE_OR_ADD(relu_grad(x[i], dy[i]));
         break;
     case CT_ACT_LEAKY:
-#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
-        for (size_t i = 0; i < n; i++)
-            dx[i] = onto(dx, i, accumulate, x[i] > 0.0f ? dy[i] : CT_LEAKY_SLOPE * dy[i]);
+        WRITE_OR_ADD(leaky_grad(x[i], dy[i]));
         break;
     case CT_ACT_SIGMOID:
-#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
-        for (size_t i = 0; i < n; i++) {
-            float s = y[i];
-            dx[i] = onto(dx, i, accumulate, dy[i] * s * (1.0f - s));
-        }
+        WRITE_OR_ADD(dy[i] * y[i] * (1.0f - y[i]));
         break;
     case CT_ACT_TANH:
-#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
-        for (size_t i = 0; i < n; i++) {
-            float t = y[i];
-            dx[i] = onto(dx, i, accumulate, dy[i] * (1.0f - t * t));
-        }
+        WRITE_OR_ADD(dy[i] * (1.0f - y[i] * y[i]));
         break;
     case CT_ACT_GELU:
-#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
-        for (size_t i = 0; i < n; i++) dx[i] = onto(dx, i, accumulate, dy[i] * gelu_grad(x[i]));
+        WRITE_OR_ADD(dy[i] * gelu_grad(x[i]));
         break;
     default: /* linear */
         ct_cpu_accumulate(dy, dx, n, accumulate);
@@ -159,8 +159,7 @@ void ct_cpu_add_bias(float *y, const float *b, size_t rows, int c)
 // dy, dx: (n)
 void ct_cpu_accumulate(const float *dy, float *dx, size_t n, int accumulate)
 {
-#pragma omp parallel for schedule(static) if (n > CT_CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) dx[i] = onto(dx, i, accumulate, dy[i]);
+    WRITE_OR_ADD(dy[i]);
 }
 
 /* Tests the exponent bits rather than calling isfinite, which -ffast-math may fold to 1. */

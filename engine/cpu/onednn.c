@@ -363,6 +363,25 @@ static ct_status run(ct_cpu_dnnl *d, dnnl_primitive_t p, int nargs, const dnnl_e
     return CT_OK;
 }
 
+/* Weights up to this many bytes are reordered on the calling thread alone: a copy of a few
+ * hundred KiB takes microseconds, less than waking the other threads, and on a machine shared
+ * with other work each parallel region may wait for a descheduled thread. */
+enum { SERIAL_REORDER_BYTES = 1 << 20 };
+
+/* A reorder of the weights (bytes of them) between e's layouts; its results do not depend on the
+ * thread count. */
+static ct_status run_reorder(ct_cpu_dnnl *d, conv_entry *e, const dnnl_exec_arg_t args[2], ct_err *err)
+{
+    if (e->wblock_bytes > SERIAL_REORDER_BYTES)
+        return run(d, e->reorder, 2, args, err);
+    /* oneDNN reads the calling thread's OpenMP count when it executes */
+    int caller = omp_get_max_threads();
+    omp_set_num_threads(1);
+    ct_status st = run(d, e->reorder, 2, args, err);
+    omp_set_num_threads(caller);
+    return st;
+}
+
 /* The weights w (f, kh, kw, c) as e's primitive reads them: converted into the workspace, or w. */
 static ct_status bind_weights(ct_cpu_dnnl *d, conv_entry *e, const float *w, ct_err *err)
 {
@@ -372,7 +391,7 @@ static ct_status bind_weights(ct_cpu_dnnl *d, conv_entry *e, const float *w, ct_
     }
     CT_DNNL_CHECK(dnnl_memory_set_data_handle(e->mem[M_PLAIN_W], (void *)w));
     dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, e->mem[M_PLAIN_W]}, {DNNL_ARG_TO, e->mem[M_WEIGHTS]}};
-    return run(d, e->reorder, 2, args, err);
+    return run_reorder(d, e, args, err);
 }
 
 static ct_status missing(const ct_cpu_dnnl_conv *c, const char *what, ct_err *err)
@@ -436,7 +455,7 @@ static ct_status backward_weights(ct_cpu_dnnl *d, const ct_cpu_dnnl_conv *c, con
         return st;
     CT_DNNL_CHECK(dnnl_memory_set_data_handle(e->mem[M_PLAIN_W], dw));
     dnnl_exec_arg_t out[] = {{DNNL_ARG_FROM, e->mem[M_WEIGHTS]}, {DNNL_ARG_TO, e->mem[M_PLAIN_W]}};
-    return run(d, e->reorder, 2, out, err);
+    return run_reorder(d, e, out, err);
 }
 
 // dz: (n, oh, ow, f); w: (f, kh, kw, c); dx: (n, h, w, c) written or added to

@@ -23,7 +23,8 @@ static size_t sample_size(const ct_window_geom *g) { return (size_t)g->h * g->w 
 
 /* One output pixel, all channels. xs: the sample (h, w, c); yo, ao: (c). The window's first
  * cell seeds the max and later cells replace it only when strictly greater, so ties keep the
- * first maximum as the reference frameworks do; the select form lets the channel loop vectorise. */
+ * first maximum as the reference frameworks do. The index is chosen by a mask rather than a
+ * conditional, which lets the channel loop vectorise. */
 static void max_window(const ct_window_geom *g, const float *restrict xs, window win,
                        float *restrict yo, int32_t *restrict ao)
 {
@@ -46,9 +47,10 @@ static void max_window(const ct_window_geom *g, const float *restrict xs, window
             const int32_t base = (iy * g->w + ix) * c;
             const float *xi = xs + base;
             for (int ch = 0; ch < c; ch++) {
-                int gt = xi[ch] > yo[ch];
-                yo[ch] = gt ? xi[ch] : yo[ch];
-                ao[ch] = gt ? base + ch : ao[ch];
+                float v = xi[ch], m = yo[ch];
+                int32_t gt = -(int32_t)(v > m);  /* all ones where v wins */
+                yo[ch] = v > m ? v : m;
+                ao[ch] = (ao[ch] & ~gt) | ((base + ch) & gt);
             }
         }
     }
