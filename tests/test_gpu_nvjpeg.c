@@ -286,7 +286,7 @@ int main(void)
             report("rgb, one at a time", &one);
         } else {
             CHECK(by_engine == 0);
-            printf("skipped: the batched hardware path (this GPU has no JPEG engine: %s)\n", info);
+            gpu_report("nvjpeg: skipped the batched hardware path (this GPU has no JPEG engine: %s)\n", info);
         }
         /* half of each batch kept by the workers */
         compare(be, set, 3, 0.5, &shared);

@@ -49,7 +49,8 @@ static ct_status jpeg_open(ct_cuda *cu, ct_err *err)
     CT_NVJPEG_CHECK(j->lib.create_simple(&j->handle), err);
     CT_NVJPEG_CHECK(j->lib.state_create(j->handle, &j->state), err);
     CT_CUDA_CHECK(cudaStreamCreateWithFlags(&j->stream, cudaStreamNonBlocking), err);
-    return ct_jpeg_hw_open(j, err);
+    ct_jpeg_hw_open(cu);
+    return CT_OK;
 }
 
 /* Runs fn(cu, arg) with the backend's device current (nvJPEG's handles and the stream belong to
@@ -111,21 +112,18 @@ void ct_cuda_jpeg_engine_off(ct_cuda *cu)
     ct_jpeg_hw_free(cu, &cu->jpeg->hw);
 }
 
-/* The decode buffer holds at least `bytes`; growing waits for the decoder's stream, which may
- * still read the old one (rare: only a larger image than any before). */
-static ct_status image_room(ct_cuda *cu, size_t bytes, ct_err *err)
+ct_status ct_jpeg_room(ct_cuda *cu, unsigned char **buf, size_t *cap, size_t bytes, const char *what, ct_err *err)
 {
-    ct_cuda_jpeg *j = cu->jpeg;
-    if (bytes <= j->image_cap)
+    if (bytes <= *cap)
         return CT_OK;
-    CT_CUDA_CHECK(cudaStreamSynchronize(j->stream), err);
-    if (j->image)
-        cu->dev->ops->free(cu->dev, j->image);
+    CT_CUDA_CHECK(cudaStreamSynchronize(cu->jpeg->stream), err);
+    if (*buf)
+        cu->dev->ops->free(cu->dev, *buf);
     size_t want = bytes + bytes / 4;
-    j->image = cu->dev->ops->alloc(cu->dev, want);
-    j->image_cap = j->image ? want : 0;
-    if (!j->image)
-        return ct_fail(err, CT_ERR_NOMEM, "out of device memory for a decoded image of %zu bytes", want);
+    *buf = cu->dev->ops->alloc(cu->dev, want);
+    *cap = *buf ? want : 0;
+    if (!*buf)
+        return ct_fail(err, CT_ERR_NOMEM, "out of device memory for %zu bytes of %s", want, what);
     return CT_OK;
 }
 
@@ -142,7 +140,9 @@ static ct_status decode_one(ct_cuda *cu, const unsigned char *data, const ct_enc
         return ct_fail(err, CT_ERR_DATA, "%s: nvJPEG reads its size as %dx%d, libjpeg as %dx%d", e->name, widths[0],
                        heights[0], e->width, e->height);
     size_t pitch = (size_t)e->width * (size_t)c;
-    ct_status st = rc == CT_NVJ_SUCCESS ? image_room(cu, pitch * (size_t)e->height, err) : CT_OK;
+    ct_status st = rc == CT_NVJ_SUCCESS
+                       ? ct_jpeg_room(cu, &j->image, &j->image_cap, pitch * (size_t)e->height, "a decoded image", err)
+                       : CT_OK;
     if (st != CT_OK)
         return st;
     ct_nvj_image whole = {{j->image}, {pitch}};

@@ -44,15 +44,16 @@ void ct_jpeg_hw_free(ct_cuda *cu, ct_jpeg_hw *hw)
     snprintf(hw->why, sizeof hw->why, "%s", why);
 }
 
-ct_status ct_jpeg_hw_open(ct_cuda_jpeg *j, ct_err *err)
+void ct_jpeg_hw_open(ct_cuda *cu)
 {
+    ct_cuda_jpeg *j = cu->jpeg;
     ct_jpeg_hw *hw = &j->hw;
     ct_nvj_status rc = j->lib.create_ex(CT_NVJ_BACKEND_HARDWARE, NULL, NULL, CT_NVJ_FLAGS_DEFAULT, &hw->handle);
     if (rc != CT_NVJ_SUCCESS) {
         /* the usual answer of a GPU without the engine (architecture mismatch, not supported) */
         hw->handle = NULL;
         snprintf(hw->why, sizeof hw->why, "no hardware decoder (nvjpegCreateEx: %s)", ct_nvjpeg_status_name(rc));
-        return CT_OK;
+        return;
     }
     rc = j->lib.hw_decoder_info(hw->handle, &hw->engines, &hw->cores);
     if (rc != CT_NVJ_SUCCESS || hw->engines == 0) {
@@ -60,11 +61,18 @@ ct_status ct_jpeg_hw_open(ct_cuda_jpeg *j, ct_err *err)
                  ct_nvjpeg_status_name(rc), rc == CT_NVJ_SUCCESS ? hw->engines : 0u);
         j->lib.destroy(hw->handle);
         hw->handle = NULL;
-        return CT_OK;
+        return;
     }
-    CT_NVJPEG_CHECK(j->lib.state_create(hw->handle, &hw->state), err);
-    CT_NVJPEG_CHECK(j->lib.jpeg_stream_create(hw->handle, &hw->parsed), err);
-    return CT_OK;
+    const char *call = "nvjpegJpegStateCreate";
+    rc = j->lib.state_create(hw->handle, &hw->state);
+    if (rc == CT_NVJ_SUCCESS) {
+        call = "nvjpegJpegStreamCreate";
+        rc = j->lib.jpeg_stream_create(hw->handle, &hw->parsed);
+    }
+    if (rc != CT_NVJ_SUCCESS) {
+        snprintf(hw->why, sizeof hw->why, "hardware decoder not set up (%s: %s)", call, ct_nvjpeg_status_name(rc));
+        ct_jpeg_hw_free(cu, hw);
+    }
 }
 
 /* Room for `count` images in the host arrays; decode parameters are made for the new places
@@ -114,33 +122,16 @@ ct_status ct_jpeg_hw_take(ct_cuda_jpeg *j, const unsigned char *data, const ct_e
     ct_nvj_decode_params p = hw->params[hw->count];
     CT_NVJPEG_CHECK(j->lib.decode_params_set_output_format(p, format), err);
     CT_NVJPEG_CHECK(j->lib.decode_params_set_roi(p, e->x, e->y, e->w, e->h), err);
+    /* the check's own failure is a refusal too: the per-image path serves */
     int unsupported = 1;
-    CT_NVJPEG_CHECK(j->lib.decode_batched_supported_ex(hw->handle, hw->parsed, p, &unsupported), err);
-    if (unsupported != 0)
+    if (j->lib.decode_batched_supported_ex(hw->handle, hw->parsed, p, &unsupported) != CT_NVJ_SUCCESS ||
+        unsupported != 0)
         return CT_OK;
     hw->data[hw->count] = data;
     hw->lengths[hw->count] = e->size;
     hw->place[hw->count] = place;
     hw->count++;
     *taken = 1;
-    return CT_OK;
-}
-
-/* The regions' buffer holds at least `bytes`; growing waits for the decoder's stream, which may
- * still read the old one. */
-static ct_status roi_room(ct_cuda *cu, size_t bytes, ct_err *err)
-{
-    ct_jpeg_hw *hw = &cu->jpeg->hw;
-    if (bytes <= hw->roi_cap)
-        return CT_OK;
-    CT_CUDA_CHECK(cudaStreamSynchronize(cu->jpeg->stream), err);
-    if (hw->roi)
-        cu->dev->ops->free(cu->dev, hw->roi);
-    size_t want = bytes + bytes / 4;
-    hw->roi = cu->dev->ops->alloc(cu->dev, want);
-    hw->roi_cap = hw->roi ? want : 0;
-    if (!hw->roi)
-        return ct_fail(err, CT_ERR_NOMEM, "out of device memory for %zu bytes of decoded regions", want);
     return CT_OK;
 }
 
@@ -166,7 +157,7 @@ ct_status ct_jpeg_hw_decode(ct_cuda *cu, const ct_encoded_image *slice, int c, c
         hw->offset[k] = total;
         total += ct_devmem_block_bytes((size_t)e->w * (size_t)e->h * (size_t)c);   /* each region aligned */
     }
-    ct_status st = roi_room(cu, total, err);
+    ct_status st = ct_jpeg_room(cu, &hw->roi, &hw->roi_cap, total, "decoded regions", err);
     if (st != CT_OK)
         return st;
     for (int k = 0; k < hw->count; k++) {

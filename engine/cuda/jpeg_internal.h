@@ -41,10 +41,14 @@ struct ct_cuda_jpeg {
     long engine_images, single_images;   /* decoded so far by each path */
 };
 
-/* Opens the hardware path where nvJPEG's hardware backend starts and reports engines; otherwise
- * leaves hw->handle NULL with the reason in hw->why (not an error: the per-image path serves).
- * Errors are what a working engine refuses to set up. */
-ct_status ct_jpeg_hw_open(ct_cuda_jpeg *j, ct_err *err);
+/* A device buffer of the decoder (*buf, *cap bytes) made to hold at least `bytes`: grown by a
+ * quarter more, rarely (only past the largest so far), after waiting for the decoder's stream,
+ * which may still read the old one. `what` names it in the message when memory runs out. */
+ct_status ct_jpeg_room(ct_cuda *cu, unsigned char **buf, size_t *cap, size_t bytes, const char *what, ct_err *err);
+/* Opens cu->jpeg's hardware path where nvJPEG's hardware backend starts, reports engines and sets
+ * up its state; otherwise leaves hw->handle NULL with the reason in hw->why (every status checked,
+ * none an error: the per-image path serves). */
+void ct_jpeg_hw_open(ct_cuda *cu);
 void ct_jpeg_hw_free(ct_cuda *cu, ct_jpeg_hw *hw);
 /* Starts the batch of a slice: nothing taken yet. */
 static inline void ct_jpeg_hw_begin(ct_jpeg_hw *hw) { hw->count = 0; }

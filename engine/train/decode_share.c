@@ -49,7 +49,7 @@ static ct_status measure(ct_run *run, const ct_pipeline_config *pc, probe *p, ct
     ct_backend *be = run->replicas[0].be;
     double best[3] = {0, 0, 0};
     for (int r = 0; r < ROUNDS && st == CT_OK; r++) {
-        double t[3], t0 = ct_clock_seconds();
+        double t[3] = {0, 0, 0}, t0 = ct_clock_seconds();
         st = ct_read_batch_u8(p->ds, p->rd, p->idx, p->n, p->augment, p->seed, p->x, p->y, err);
         t[0] = ct_clock_seconds() - t0;
         t0 = ct_clock_seconds();
