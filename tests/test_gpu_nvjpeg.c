@@ -262,7 +262,7 @@ int main(void)
         memset(&one, 0, sizeof one);
         memset(&shared, 0, sizeof shared);
         ct_cuda *cu = ct_cuda_of(be);
-        int engine = ct_contains(info, "hardware decoder (");
+        int engine = ct_contains(info, "batched on the hardware decoder");
         compare(be, set, 3, 0.0, &rgb);
         compare(be, set, 1, 0.0, &luma);
         /* every device kind was decoded there, twice per file (two epochs) */
