@@ -275,14 +275,14 @@ int ct_dataset_can_encode(const ct_dataset *ds)
 
 // x: (n, h, w, c) uint8 (the samples decoded on the CPU); y: (n) int32
 ct_status ct_read_batch_encoded(const ct_dataset *ds, ct_sample_reader *rd, const long *indices, int n,
-                                int augmenting, uint64_t augment_seed, uint8_t *x, int32_t *y, ct_encoded_batch *enc,
-                                ct_err *err)
+                                int augmenting, uint64_t augment_seed, double cpu_share, uint8_t *x, int32_t *y,
+                                ct_encoded_batch *enc, ct_err *err)
 {
     if (!ct_dataset_can_encode(ds))
         return ct_fail(err, CT_ERR_USAGE, "this set's format cannot leave images compressed for a device decoder");
     ct_status st = need_reader(ds, rd, err);
     if (st == CT_OK)
-        st = ct_encoded_batch_reset(enc, n, err);
+        st = ct_encoded_batch_reset(enc, n, cpu_share, err);
     size_t size = ct_shape_size(ds->shape);
     for (int i = 0; i < n && st == CT_OK; i++) {
         y[i] = 0;

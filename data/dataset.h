@@ -135,11 +135,12 @@ ct_status ct_read_sample(const ct_dataset *ds, ct_sample_reader *rd, long index,
 ct_status ct_read_batch_u8(const ct_dataset *ds, ct_sample_reader *rd, const long *indices, int n, int augmenting,
                            uint64_t augment_seed, uint8_t *x, int32_t *y, ct_err *err);
 /* decode = gpu: as ct_read_batch_u8, except that the JPEGs a device decoder takes are left
- * compressed in enc (reset here for n samples) and their x is not written (data/encoded.h); the
- * set's format must have read_encoded (CT_ERR_USAGE otherwise). */
+ * compressed in enc (reset here for n samples) and their x is not written (data/encoded.h), but
+ * for the places cpu_share gives the workers (ct_encoded_place_on_cpu), decoded here whatever the
+ * file; the set's format must have read_encoded (CT_ERR_USAGE otherwise). */
 ct_status ct_read_batch_encoded(const ct_dataset *ds, ct_sample_reader *rd, const long *indices, int n,
-                                int augmenting, uint64_t augment_seed, uint8_t *x, int32_t *y, ct_encoded_batch *enc,
-                                ct_err *err);
+                                int augmenting, uint64_t augment_seed, double cpu_share, uint8_t *x, int32_t *y,
+                                ct_encoded_batch *enc, ct_err *err);
 /* Whether the set's format can leave files compressed for a device decoder. */
 int ct_dataset_can_encode(const ct_dataset *ds);
 ct_status ct_read_sample_u8(const ct_dataset *ds, ct_sample_reader *rd, long index, int i, int augmenting,

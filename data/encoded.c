@@ -1,10 +1,28 @@
 /* The compressed side of a batch for a device decoder (data/encoded.h). */
 #include "data/encoded.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-ct_status ct_encoded_batch_reset(ct_encoded_batch *b, int n, ct_err *err)
+int ct_encoded_place_on_cpu(int i, double cpu_share)
+{
+    if (!(cpu_share > 0) || i < 0)
+        return 0;
+    long q = cpu_share >= 1 ? 1000 : lround(cpu_share * 1000.0);
+    return ((long)i + 1) * q / 1000 != (long)i * q / 1000;
+}
+
+double ct_encoded_balanced_share(double cpu_s, double handover_s, double device_s, int workers)
+{
+    if (!(cpu_s > 0) || !(device_s > 0) || workers < 1 || !(handover_s >= 0))
+        return 0;
+    double gpu = (double)workers * device_s, den = cpu_s - handover_s + gpu;
+    double s = den > 0 ? (gpu - handover_s) / den : 0;
+    return s < 0 ? 0 : s > 1 ? 1 : s;
+}
+
+ct_status ct_encoded_batch_reset(ct_encoded_batch *b, int n, double cpu_share, ct_err *err)
 {
     if (n < 0)
         return ct_fail(err, CT_ERR_USAGE, "an encoded batch of %d samples", n);
@@ -20,6 +38,7 @@ ct_status ct_encoded_batch_reset(ct_encoded_batch *b, int n, ct_err *err)
     b->n = n;
     b->on_device = 0;
     b->used = 0;
+    b->cpu_share = cpu_share;
     return CT_OK;
 }
 

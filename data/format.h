@@ -23,7 +23,8 @@ typedef enum ct_data_key_kind {
     CT_DATA_KEY_RANGE,   /* float[2], from "lo, hi" (0 < lo <= hi) */
     CT_DATA_KEY_SIZE,    /* int[2] (h, w), from "H, W" or "N" (both N) */
     CT_DATA_KEY_ENUM,    /* int, one of `names` */
-    CT_DATA_KEY_WORDS    /* char *: a comma list of words, kept as given (trimmed) */
+    CT_DATA_KEY_WORDS,   /* char *: a comma list of words, kept as given (trimmed) */
+    CT_DATA_KEY_SHARE    /* float: auto (-1) or a fraction 0..1 */
 } ct_data_key_kind;
 
 enum {

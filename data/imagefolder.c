@@ -212,7 +212,7 @@ static ct_status take_entry(const ct_dataset *ds, folder_reader *r, ct_sample_re
     if (st != CT_OK)
         return st;
     ct_image_region reg = ct_imagefolder_region(ds, augmenting, seed, i, info.width, info.height);
-    if (enc && device_takes(s, &info)) {
+    if (enc && !ct_encoded_place_on_cpu(i, enc->cpu_share) && device_takes(s, &info)) {
         st = ct_encoded_batch_add(enc, i, bytes, n, err);
         if (st == CT_OK) {
             ct_encoded_image *e = &enc->images[i];
@@ -724,6 +724,8 @@ static const ct_data_key imagefolder_keys[] = {
     {.name = "decode_shortcuts", .kind = CT_DATA_KEY_ENUM, .offset = D(decode_shortcuts), .def = "all",
      .names = shortcut_names},
     {.name = "decode", .kind = CT_DATA_KEY_ENUM, .offset = D(decode), .def = "cpu", .names = decode_names,
+     .note = "only JPEG files are decoded on the device"},
+    {.name = "gpu_decode_cpu_share", .kind = CT_DATA_KEY_SHARE, .offset = D(gpu_decode_cpu_share), .def = "auto",
      .note = "only JPEG files are decoded on the device"},
 };
 #undef D

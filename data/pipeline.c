@@ -134,7 +134,8 @@ static ct_status make_batch(const ct_pipeline *p, ct_sample_reader *rd, void *me
     const long *idx = p->order + b * (long)p->batch;
     int32_t *y = (int32_t *)((char *)mem + p->y_offset);
     if (p->cfg.encoded)
-        return ct_read_batch_encoded(p->cfg.ds, rd, idx, n, p->cfg.augment, batch_seed(p, epoch, b), mem, y, enc, err);
+        return ct_read_batch_encoded(p->cfg.ds, rd, idx, n, p->cfg.augment, batch_seed(p, epoch, b),
+                                     p->cfg.cpu_share, mem, y, enc, err);
     if (p->cfg.raw_u8)
         return ct_read_batch_u8(p->cfg.ds, rd, idx, n, p->cfg.augment, batch_seed(p, epoch, b), mem, y, err);
     return ct_read_batch_serial(p->cfg.ds, rd, idx, n, &p->aug, p->cfg.augment, batch_seed(p, epoch, b), mem, y,
@@ -359,6 +360,8 @@ static ct_status check_config(const ct_pipeline_config *c, ct_err *err)
         return ct_fail(err, CT_ERR_USAGE,
                        "input pipeline: images left compressed for the device need uint8 batches and a set of "
                        "image files");
+    if (!(c->cpu_share >= 0 && c->cpu_share <= 1))
+        return ct_fail(err, CT_ERR_USAGE, "input pipeline: cpu_share must be 0 to 1, got %g", c->cpu_share);
     if (!c->host_alloc != !c->host_free)
         return ct_fail(err, CT_ERR_USAGE, "input pipeline: give both host_alloc and host_free, or neither");
     if (c->drop_last && ds->count < c->batch)
@@ -553,8 +556,8 @@ static ct_status next_sync(ct_pipeline *p, ct_batch_view *out, double t0, double
     ct_err e;
     ct_err_clear(&e);
     if (p->cfg.encoded)   /* sample by sample inside, as below */
-        st = ct_read_batch_encoded(p->cfg.ds, p->sync_reader, idx, n, p->cfg.augment, seed, p->sync_mem, y,
-                                   &p->sync_enc, &e);
+        st = ct_read_batch_encoded(p->cfg.ds, p->sync_reader, idx, n, p->cfg.augment, seed, p->cfg.cpu_share,
+                                   p->sync_mem, y, &p->sync_enc, &e);
     for (int i = 0; i < n && st == CT_OK && !p->cfg.encoded; i++) {
         if (p->cfg.raw_u8)
             st = ct_read_sample_u8(p->cfg.ds, p->sync_reader, idx[i], i, p->cfg.augment, seed,

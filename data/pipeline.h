@@ -58,6 +58,8 @@ typedef struct ct_pipeline_config {
                                  the set's format must be able to (ct_dataset_can_encode). Left 0 by
                                  ct_pipeline_config_init: the caller sets it once a device decoder
                                  is known to be there */
+    double cpu_share;         /* encoded: the share of each batch's places the workers decode
+                                 whatever the file (data/encoded.h), 0..1; 0 by default */
     /* Slot memory (parallel mode; sync mode always uses plain aligned memory, as the naive user
      * would). NULL host_alloc: aligned_alloc/free. host_alloc may be called from worker threads
      * (a slot is allocated when first filled) and returns NULL on failure. */

@@ -91,6 +91,8 @@ typedef struct ct_data_settings {
     long max_pixels;         /* a file of more pixels is refused (0: no limit) */
     ct_decode_shortcuts decode_shortcuts;   /* which of the JPEG decoder's shortcuts run */
     ct_decode_at decode;     /* decode = cpu | gpu | auto (default cpu) */
+    float gpu_decode_cpu_share;   /* with decode on the device: the share of each batch the workers
+                                     still decode (0..1), or -1 for auto (measured at prepare) */
     int line;                /* line of [data], for messages */
 } ct_data_settings;
 

@@ -136,6 +136,12 @@ typedef struct ct_backend_ops {
      * failure (CT_ERR_BACKEND) says why in err, and the caller decodes on the CPU or stops. NULL:
      * the backend has no image decoder (the CPU's). */
     ct_status (*image_decoder)(ct_backend *be, char *info, size_t n, ct_err *err);
+    /* decode = gpu's CPU share (gpu_decode_cpu_share = auto): decodes enc's compressed images, the
+     * whole batch, as input_submit would into a scratch buffer of its own, waits for them, and
+     * gives the seconds taken (wall time, the host's part included); outside any step, at prepare.
+     * shape: one sample's. NULL where image_decoder is. */
+    ct_status (*image_decode_time)(ct_backend *be, const ct_encoded_batch *enc, ct_shape shape, double *seconds,
+                                   ct_err *err);
 
     /* The scalars of the step about to run (before run_step or the ops of an uncaptured step). */
     ct_status (*set_step)(ct_backend *be, const ct_step_scalars *s, ct_err *err);

@@ -11,8 +11,14 @@
  *     most 4 / 255 (4:4:4 and grey) and 8 / 255 (4:2:0, whose chroma nvJPEG upsamples without
  *     libjpeg-turbo's smoothing), with the largest difference reported;
  *   - a replica's slice (first_sample) decodes what the whole batch does at its place;
+ *   - both paths: batched on the hardware JPEG engine at each crop's region where the GPU has one
+ *     (A100, H100, H200), then, with the engine turned off, one image at a time; on a GPU without
+ *     the engine the batched part is skipped with a message and every image goes one at a time;
+ *   - the CPU share: with gpu_decode_cpu_share = 0.5 the places it gives the workers are the CPU
+ *     decode's bytes whatever the file, the others within the tolerance;
  *   - channels = 1 (nvJPEG's luma output);
- *   - a short training with decode = gpu through the API, and decode = auto choosing the GPU.
+ *   - a short training with decode = gpu through the API (the CPU share measured, and set), and
+ *     decode = auto choosing the GPU.
  * Exits 77 without a GPU, without the CUDA backend, or when nvJPEG does not load (the message
  * says what was tried). */
 #define _GNU_SOURCE
@@ -29,6 +35,7 @@
 #include "cutrain.h"
 #include "data/pipeline.h"
 #include "tests/decode_folder.h"
+#include "cuda/cuda_internal.h"
 #include "tests/gpu_test.h"
 
 enum { PER_CLASS = 12, OUT = 40, BATCH = 8 };
@@ -70,8 +77,9 @@ static void read_back(const ct_tensor *x, int n, int c, uint8_t *out, float *hos
     }
 }
 
-/* Two epochs of both pipelines; every encoded batch decoded on the device and compared. */
-static void compare(ct_backend *be, const char *root, int channels, tally *t)
+/* Two epochs of both pipelines, the workers keeping cpu_share of each batch; every encoded batch
+ * decoded on the device and compared. */
+static void compare(ct_backend *be, const char *root, int channels, double cpu_share, tally *t)
 {
     ct_data_settings dc = settings(root, channels);
     ct_dataset tr, te;
@@ -102,6 +110,7 @@ static void compare(ct_backend *be, const char *root, int channels, tally *t)
     ct_pipeline_config_init(&pc_enc, &dc, &tr, NULL, BATCH, 42, 1);
     pc_cpu.workers = pc_enc.workers = 2;
     pc_enc.encoded = 1;
+    pc_enc.cpu_share = cpu_share;
     ct_pipeline *cpu = NULL, *enc = NULL;
     CHECK_MSG(ct_pipeline_create(&cpu, &pc_cpu, &err) == CT_OK, "%s", err.msg);
     CHECK_MSG(ct_pipeline_create(&enc, &pc_enc, &err) == CT_OK, "%s", err.msg);
@@ -140,6 +149,7 @@ static void compare(ct_backend *be, const char *root, int channels, tally *t)
             for (int i = 0; i < b.n; i++) {
                 const ct_encoded_image *im = &b.encoded->images[i];
                 const uint8_t *want = a.x_u8 + (size_t)i * sample, *mine = got + (size_t)i * sample;
+                CHECK(!ct_encoded_place_on_cpu(i, cpu_share) || im->size == 0);
                 if (im->size == 0) {
                     CHECK(memcmp(mine, want, sample) == 0);
                     t->fallback++;
@@ -192,15 +202,16 @@ static void report(const char *what, const tally *t)
                t->fallback);
 }
 
-static void train(const char *root, const char *decode)
+/* A short training; `keys` more [data] lines, `said` what the backend line must hold. */
+static void train(const char *root, const char *decode, const char *keys, const char *said)
 {
     char ini[2048];
     snprintf(ini, sizeof ini,
              "[data]\nformat = imagefolder\ntrain = %s\nimage_size = %d\nchannels = 3\n"
-             "augment = random_resized_crop, flip\naugment_on = gpu\ndecode = %s\nworkers = 2\n"
+             "augment = random_resized_crop, flip\naugment_on = gpu\ndecode = %s\nworkers = 2\n%s\n"
              "[train]\nepochs = 2\nbatch = 8\nseed = 3\ndevices = 0\n"
              "[flat]\ntype = flatten\n[fc]\ntype = dense\nunits = 32\nactivation = relu\n[out]\ntype = dense\nunits = 3\n",
-             root, OUT, decode);
+             root, OUT, decode, keys);
     ct_net *net = NULL;
     ct_status st = ct_open_string(ini, "nvjpeg.ini", &net);
     if (st == CT_OK)
@@ -209,6 +220,7 @@ static void train(const char *root, const char *decode)
     char want[64];
     snprintf(want, sizeof want, "decode = %s: nvJPEG", decode);
     CHECK_MSG(ct_contains(ct_backend_reason(net), want), "%s", ct_backend_reason(net));
+    CHECK_MSG(ct_contains(ct_backend_reason(net), said), "'%s' not in: %s", said, ct_backend_reason(net));
     if (st == CT_OK)
         CHECK_MSG(ct_fit(net, NULL) == CT_OK, "training with decode = %s: %s", decode, ct_errmsg(net));
     gpu_report("nvjpeg training, decode = %s: %s\n", decode, ct_backend_reason(net));
@@ -244,21 +256,51 @@ int main(void)
     if (images && mkdtemp(root)) {
         snprintf(set, sizeof set, "%s/set", root);
         CHECK(df_make(set, images, PER_CLASS) == 3 * PER_CLASS);
-        tally rgb, luma;
+        tally rgb, luma, one, shared;
         memset(&rgb, 0, sizeof rgb);
         memset(&luma, 0, sizeof luma);
-        compare(be, set, 3, &rgb);
-        compare(be, set, 1, &luma);
+        memset(&one, 0, sizeof one);
+        memset(&shared, 0, sizeof shared);
+        ct_cuda *cu = ct_cuda_of(be);
+        int engine = ct_contains(info, "batched on the hardware decoder");
+        compare(be, set, 3, 0.0, &rgb);
+        compare(be, set, 1, 0.0, &luma);
         /* every device kind was decoded there, twice per file (two epochs) */
         for (int k = 0; k <= DF_GREY; k++)
             CHECK(rgb.device[k] == 2 * 3 * (PER_CLASS / DF_KINDS) && luma.device[k] == rgb.device[k]);
         CHECK(rgb.fallback == 3 * 2 * 3 * (PER_CLASS / DF_KINDS));
-        report("rgb", &rgb);
-        report("luma", &luma);
+        long by_engine = 0, by_one = 0;
+        ct_cuda_jpeg_counts(cu, &by_engine, &by_one);
+        gpu_report("nvjpeg paths: %ld images on the hardware engine, %ld one at a time\n", by_engine, by_one);
+        report(engine ? "rgb, engine" : "rgb", &rgb);
+        report(engine ? "luma, engine" : "luma", &luma);
+        if (engine) {
+            CHECK_MSG(by_engine > 0, "the GPU has the engine but it decoded nothing: %s", info);
+            /* the same batches one image at a time */
+            ct_cuda_jpeg_engine_off(cu);
+            long engine_before = by_engine, before = by_one;
+            compare(be, set, 3, 0.0, &one);
+            ct_cuda_jpeg_counts(cu, &by_engine, &by_one);
+            /* at least the whole batches' device images, two epochs (the slices add more) */
+            CHECK(by_engine == engine_before && by_one - before >= 2 * 3 * 3 * (PER_CLASS / DF_KINDS));
+            report("rgb, one at a time", &one);
+        } else {
+            CHECK(by_engine == 0);
+            gpu_report("nvjpeg: skipped the batched hardware path (this GPU has no JPEG engine: %s)\n", info);
+        }
+        /* half of each batch kept by the workers */
+        compare(be, set, 3, 0.5, &shared);
+        long on_device = 0;
+        for (int k = 0; k <= DF_GREY; k++)
+            on_device += shared.device[k];
+        CHECK_MSG(on_device > 0 && on_device < 3 * rgb.device[0] && on_device + shared.fallback == 2 * 3 * PER_CLASS,
+                  "share 0.5: %ld on the device, %ld by the workers", on_device, shared.fallback);
+        report("rgb, CPU share 0.5", &shared);
         ct_gpu_test_close(be);
         be = NULL;
-        train(set, "gpu");
-        train(set, "auto");
+        train(set, "gpu", "", "CPU share");
+        train(set, "gpu", "gpu_decode_cpu_share = 0.5", "CPU share 0.50 (gpu_decode_cpu_share)");
+        train(set, "auto", "gpu_decode_cpu_share = auto", ", measured on ");
         df_remove(set);
         rmdir(root);
     }

@@ -4,12 +4,16 @@
  *     leaves compressed: their exact file bytes, the crop region and flip the CPU decode drew, such
  *     that decoding those bytes at that region on the CPU gives the CPU pipeline's sample, for any
  *     number of workers and in sync mode;
+ *   - the CPU share (gpu_decode_cpu_share): which places of a batch the workers keep (spread
+ *     evenly, the same for every batch), the share that balances measured times, and a pipeline
+ *     with a share of 0.5, whose kept places are the CPU pipeline's bytes whatever their file;
  *   - [data] decode: its words, decode = gpu refused with augment_on = cpu and on the CPU
  *     backend (with the reason), decode = auto falling back to the CPU and saying so;
  *   - the nvJPEG loader's messages when the library is absent or is not nvJPEG, and (with
- *     CT_NVJPEG_TEST_LIBRARY naming a real libnvjpeg.so, no GPU needed) its entry points and
- *     version. */
+ *     CT_NVJPEG_TEST_LIBRARY naming a real libnvjpeg.so, no GPU needed) its entry points, the
+ *     batched hardware path's included, and version. */
 #define _GNU_SOURCE
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,15 +52,17 @@ typedef struct counts {
     int kinds_on_device[DF_KINDS];
 } counts;
 
-/* Two epochs of the encoded pipeline (workers, sync) against the CPU pipeline's bytes `ref`. */
+/* Two epochs of the encoded pipeline (workers, sync; the workers keeping cpu_share of each batch)
+ * against the CPU pipeline's bytes `ref`. */
 static void compare_encoded(const ct_data_settings *dc, const ct_dataset *ds, int workers, int sync,
-                            const uint8_t *ref, size_t ref_bytes, counts *cnt)
+                            double cpu_share, const uint8_t *ref, size_t ref_bytes, counts *cnt)
 {
     ct_pipeline_config pc;
     ct_pipeline_config_init(&pc, dc, ds, NULL, BATCH, 42, 1);
     pc.workers = workers;
     pc.sync = sync;
     pc.encoded = 1;
+    pc.cpu_share = cpu_share;
     CHECK(pc.raw_u8 == 1);
     ct_pipeline *p = NULL;
     ct_err err;
@@ -79,6 +85,8 @@ static void compare_encoded(const ct_data_settings *dc, const ct_dataset *ds, in
             for (int i = 0; v.encoded && i < v.n && used + sample <= ref_bytes; i++) {
                 const ct_encoded_image *im = &v.encoded->images[i];
                 const uint8_t *want = ref + used + (size_t)i * sample;
+                /* the share's places stay with the workers, whatever the file */
+                CHECK(!ct_encoded_place_on_cpu(i, cpu_share) || im->size == 0);
                 if (im->size == 0) {
                     /* decoded by the worker: the CPU pipeline's bytes */
                     CHECK(memcmp(v.x_u8 + (size_t)i * sample, want, sample) == 0);
@@ -166,15 +174,22 @@ static void test_pipeline(const char *root)
     CHECK(ref_bytes == cap);
     counts cnt;
     memset(&cnt, 0, sizeof cnt);
-    compare_encoded(&dc, &tr, 1, 0, ref, ref_bytes, &cnt);
-    compare_encoded(&dc, &tr, 3, 0, ref, ref_bytes, &cnt);
-    compare_encoded(&dc, &tr, 0, 1, ref, ref_bytes, &cnt);
+    compare_encoded(&dc, &tr, 1, 0, 0.0, ref, ref_bytes, &cnt);
+    compare_encoded(&dc, &tr, 3, 0, 0.0, ref, ref_bytes, &cnt);
+    compare_encoded(&dc, &tr, 0, 1, 0.0, ref, ref_bytes, &cnt);
     /* every kind the device takes went there, every other kind to the workers: 3 runs x 2 epochs */
     long per_kind = 3 * 2 * 3 * (PER_CLASS / DF_KINDS);
     CHECK(cnt.on_device == 3 * per_kind && cnt.fallback == 3 * per_kind);
     CHECK(cnt.kinds_on_device[DF_BASELINE_444] == per_kind && cnt.kinds_on_device[DF_BASELINE_420] == per_kind &&
           cnt.kinds_on_device[DF_GREY] == per_kind);
     CHECK(cnt.flipped > 0 && cnt.flipped < cnt.on_device);
+    /* half of each batch's places kept by the workers: fewer on the device, the same batches */
+    counts half;
+    memset(&half, 0, sizeof half);
+    compare_encoded(&dc, &tr, 2, 0, 0.5, ref, ref_bytes, &half);
+    compare_encoded(&dc, &tr, 0, 1, 0.5, ref, ref_bytes, &half);
+    CHECK_MSG(half.on_device > 0 && half.on_device < 2 * per_kind && half.on_device + half.fallback == 4 * per_kind,
+              "share 0.5: %ld on the device, %ld by the workers", half.on_device, half.fallback);
     /* a set held in memory cannot leave anything compressed */
     ct_dataset mem = tr;
     mem.images = (uint8_t *)"";
@@ -185,9 +200,53 @@ static void test_pipeline(const char *root)
     pc.raw_u8 = 0;
     ct_pipeline *p = NULL;
     CHECK(ct_pipeline_create(&p, &pc, &err) == CT_ERR_USAGE && ct_contains(err.msg, "uint8"));
+    pc.raw_u8 = 1;
+    pc.cpu_share = 1.5;
+    CHECK(ct_pipeline_create(&p, &pc, &err) == CT_ERR_USAGE && ct_contains(err.msg, "cpu_share"));
     free(ref);
     ct_dataset_free(&tr);
     ct_dataset_free(&te);
+}
+
+/* The share's split and the balance it is sized by: pure functions of their figures. */
+static void test_share(void)
+{
+    /* the places kept: round(share * 1000) of every 1000, spread evenly (any window of 1 / share
+     * places holds one), the same for every call */
+    static const double shares[] = {0, 0.001, 0.1, 0.25, 0.3, 0.5, 0.77, 0.999, 1};
+    for (size_t k = 0; k < sizeof shares / sizeof shares[0]; k++) {
+        double s = shares[k];
+        int kept = 0, run = 0, longest = 0;
+        for (int i = 0; i < 1000; i++) {
+            int cpu = ct_encoded_place_on_cpu(i, s);
+            CHECK(cpu == ct_encoded_place_on_cpu(i, s) && cpu == ct_encoded_place_on_cpu(i + 1000, s));
+            kept += cpu;
+            run = cpu ? 0 : run + 1;
+            longest = run > longest ? run : longest;
+        }
+        CHECK_MSG(kept == (int)(s * 1000 + 0.5), "share %g: %d of 1000 places kept", s, kept);
+        if (s > 0)
+            CHECK_MSG(longest <= (int)(1 / s), "share %g: %d device places in a row", s, longest);
+    }
+    CHECK(ct_encoded_place_on_cpu(0, 0.25) + ct_encoded_place_on_cpu(1, 0.25) + ct_encoded_place_on_cpu(2, 0.25) +
+              ct_encoded_place_on_cpu(3, 0.25) == 1);
+    CHECK(!ct_encoded_place_on_cpu(-1, 1.0) && !ct_encoded_place_on_cpu(5, -0.5));
+    /* balanced: the workers' time per batch equals the device's */
+    static const double cases[][4] = {{4e-3, 0.5e-3, 1e-3, 2}, {3e-3, 0.2e-3, 0.3e-3, 8}, {2e-3, 0.1e-3, 5e-3, 1}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        double c = cases[k][0], h = cases[k][1], g = cases[k][2];
+        int w = (int)cases[k][3];
+        double s = ct_encoded_balanced_share(c, h, g, w);
+        double workers = (s * c + (1 - s) * h) / w, device = (1 - s) * g;
+        CHECK_MSG(s > 0 && s < 1 && fabs(workers - device) < 1e-12, "share %g: workers %g s, device %g s", s, workers,
+                  device);
+    }
+    /* a device faster than handing over: nothing kept; a device far slower than the workers: all
+     * but a sliver; a missing figure: 0 */
+    CHECK(ct_encoded_balanced_share(4e-3, 1e-3, 1e-4, 2) == 0);
+    CHECK(ct_encoded_balanced_share(1e-3, 1e-4, 10.0, 8) > 0.99);
+    CHECK(ct_encoded_balanced_share(0, 1e-4, 1e-3, 2) == 0 && ct_encoded_balanced_share(1e-3, 1e-4, 0, 2) == 0 &&
+          ct_encoded_balanced_share(1e-3, 1e-4, 1e-3, 0) == 0);
 }
 
 static ct_status open_with(const char *root, const char *data_keys, ct_net **net)
@@ -228,6 +287,21 @@ static void test_config(const char *root)
     CHECK_MSG(open_with(root, "decode = auto\naugment_on = gpu", &net) == CT_OK, "%s", ct_errmsg(net));
     CHECK_MSG(ct_contains(ct_backend_reason(net), "decode = auto: on the CPU"), "%s", ct_backend_reason(net));
     CHECK_MSG(net && ct_fit(net, NULL) == CT_OK, "%s", ct_errmsg(net));
+    ct_close(net);
+    /* the CPU share: auto or a fraction, nothing else */
+    CHECK_MSG(open_with(root, "decode = auto\naugment_on = gpu\ngpu_decode_cpu_share = 0.25", &net) == CT_OK, "%s",
+              ct_errmsg(net));
+    ct_close(net);
+    CHECK_MSG(open_with(root, "decode = auto\naugment_on = gpu\ngpu_decode_cpu_share = auto", &net) == CT_OK, "%s",
+              ct_errmsg(net));
+    ct_close(net);
+    st = open_with(root, "decode = auto\ngpu_decode_cpu_share = 1.5", &net);
+    CHECK_MSG(st == CT_ERR_CONFIG && ct_contains(ct_errmsg(net), "gpu_decode_cpu_share") &&
+                  ct_contains(ct_errmsg(net), "expected auto or a fraction from 0 to 1") &&
+                  ct_contains(ct_errmsg(net), "decode.ini:"),
+              "%s", ct_errmsg(net));
+    ct_close(net);
+    CHECK(open_with(root, "gpu_decode_cpu_share = half", &net) == CT_ERR_CONFIG && ct_contains(ct_errmsg(net), "half"));
     ct_close(net);
     /* auto with augment_on = cpu: the CPU, no error */
     CHECK_MSG(open_with(root, "decode = auto", &net) == CT_OK, "%s", ct_errmsg(net));
@@ -275,6 +349,11 @@ static void test_loader(void)
         CHECK_MSG(ct_nvjpeg_load(&lib, real, why, sizeof why) == 0, "%s", why);
         CHECK(lib.dl && lib.get_property && lib.create_simple && lib.destroy && lib.hw_decoder_info &&
               lib.state_create && lib.state_destroy && lib.get_image_info && lib.decode);
+        /* the batched hardware path's */
+        CHECK(lib.create_ex && lib.jpeg_stream_create && lib.jpeg_stream_destroy && lib.jpeg_stream_parse_header &&
+              lib.decode_params_create && lib.decode_params_destroy && lib.decode_params_set_output_format &&
+              lib.decode_params_set_roi && lib.decode_batched_supported_ex && lib.decode_batched_initialize &&
+              lib.decode_batched_ex);
         CHECK_MSG(lib.version[0] >= 12, "nvJPEG %d.%d.%d", lib.version[0], lib.version[1], lib.version[2]);
         printf("test_image_encoded: loaded %s, nvJPEG %d.%d.%d\n", real, lib.version[0], lib.version[1],
                lib.version[2]);
@@ -297,6 +376,7 @@ int main(void)
     char set[300];
     snprintf(set, sizeof set, "%s/set", root);
     CHECK(df_make(set, images, PER_CLASS) == 3 * PER_CLASS);
+    test_share();
     test_pipeline(set);
     test_config(set);
     test_loader();

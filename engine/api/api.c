@@ -11,6 +11,7 @@
 #include "registry.h"
 #include "train/batch_search.h"
 #include "train/comms.h"
+#include "train/decode_share.h"
 #include "train/memory.h"
 #include "train/monitor.h"
 #include "train/optim.h"
@@ -650,6 +651,35 @@ static void add_reason(ct_net *net, const char *text)
     snprintf(net->backend_reason + used, sizeof net->backend_reason - used, "; %s", text);
 }
 
+/* [data] gpu_decode_cpu_share: the share of each batch the workers still decode, as set or (auto)
+ * measured now, said on the backend line. */
+static ct_status choose_cpu_share(ct_net *net, ct_pipeline_config *pc)
+{
+    char line[256];
+    double set = net->run.cfg.data.gpu_decode_cpu_share;
+    if (set >= 0) {
+        pc->cpu_share = set;
+        snprintf(line, sizeof line, "CPU share %.2f (gpu_decode_cpu_share)", set);
+        add_reason(net, line);
+        return CT_OK;
+    }
+    ct_decode_share m;
+    ct_err e;
+    ct_err_clear(&e);
+    if (ct_decode_share_measure(&net->run, pc, &m, &e) != CT_OK)
+        return ct_fail(&net->run.err, e.status, "[data] gpu_decode_cpu_share = auto, measuring: %s", e.msg);
+    pc->cpu_share = m.share;
+    if (m.images == 0)
+        snprintf(line, sizeof line, "CPU share 0 (no image of the measured sample goes to the device)");
+    else
+        snprintf(line, sizeof line,
+                 "CPU share %.2f, measured on %d images (per image: %.2f ms decoded by a worker, %.2f ms handed "
+                 "over, %.2f ms on the device; %d workers)",
+                 m.share, m.images, 1e3 * m.cpu_s, 1e3 * m.handover_s, 1e3 * m.device_s, m.workers);
+    add_reason(net, line);
+    return CT_OK;
+}
+
 /* [data] decode = gpu | auto: the backends' image decoders, made ready here, outside any step, so
  * that the workers leave the JPEGs they take compressed (pc->encoded). gpu without one is an
  * error; auto then decodes on the CPU. Either way the reason says where images are decoded. */
@@ -678,12 +708,13 @@ static ct_status choose_decoder(ct_net *net, ct_pipeline_config *pc)
     char line[sizeof why + 64];
     if (why[0]) {
         snprintf(line, sizeof line, "decode = auto: on the CPU (%s)", why);
-    } else {
-        pc->encoded = 1;
-        snprintf(line, sizeof line, "decode = %s: %s", gpu ? "gpu" : "auto", info);
+        add_reason(net, line);
+        return CT_OK;
     }
+    pc->encoded = 1;
+    snprintf(line, sizeof line, "decode = %s: %s", gpu ? "gpu" : "auto", info);
     add_reason(net, line);
-    return CT_OK;
+    return choose_cpu_share(net, pc);
 }
 
 /* The training batches' pipeline, and the augmentation parameters a device needs. */

@@ -27,6 +27,17 @@ static int load_one(ct_nvjpeg_lib *lib, const char *name, char *why, size_t n)
         {(void **)&lib->state_destroy, "nvjpegJpegStateDestroy"},
         {(void **)&lib->get_image_info, "nvjpegGetImageInfo"},
         {(void **)&lib->decode, "nvjpegDecode"},
+        {(void **)&lib->create_ex, "nvjpegCreateEx"},
+        {(void **)&lib->jpeg_stream_create, "nvjpegJpegStreamCreate"},
+        {(void **)&lib->jpeg_stream_destroy, "nvjpegJpegStreamDestroy"},
+        {(void **)&lib->jpeg_stream_parse_header, "nvjpegJpegStreamParseHeader"},
+        {(void **)&lib->decode_params_create, "nvjpegDecodeParamsCreate"},
+        {(void **)&lib->decode_params_destroy, "nvjpegDecodeParamsDestroy"},
+        {(void **)&lib->decode_params_set_output_format, "nvjpegDecodeParamsSetOutputFormat"},
+        {(void **)&lib->decode_params_set_roi, "nvjpegDecodeParamsSetROI"},
+        {(void **)&lib->decode_batched_supported_ex, "nvjpegDecodeBatchedSupportedEx"},
+        {(void **)&lib->decode_batched_initialize, "nvjpegDecodeBatchedInitialize"},
+        {(void **)&lib->decode_batched_ex, "nvjpegDecodeBatchedEx"},
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
         *syms[i].fn = dlsym(dl, syms[i].name);

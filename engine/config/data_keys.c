@@ -26,6 +26,7 @@ static ct_status parse_auto_count(const ct_value_ctx *, const ct_key_spec *, con
 static ct_status parse_range(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 static ct_status parse_size(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 static ct_status parse_words(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
+static ct_status parse_share(const ct_value_ctx *, const ct_key_spec *, const char *, void *);
 
 #define D(f) offsetof(ct_data_settings, f)
 
@@ -60,9 +61,11 @@ static ct_key_spec format_row(const ct_data_key *k, unsigned mask)
                                         [CT_DATA_KEY_INT] = CT_KEY_INT, [CT_DATA_KEY_LONG] = CT_KEY_LONG,
                                         [CT_DATA_KEY_SHAPE] = CT_KEY_CUSTOM, [CT_DATA_KEY_FLOAT] = CT_KEY_FLOAT,
                                         [CT_DATA_KEY_RANGE] = CT_KEY_CUSTOM, [CT_DATA_KEY_SIZE] = CT_KEY_CUSTOM,
-                                        [CT_DATA_KEY_ENUM] = CT_KEY_ENUM, [CT_DATA_KEY_WORDS] = CT_KEY_CUSTOM};
+                                        [CT_DATA_KEY_ENUM] = CT_KEY_ENUM, [CT_DATA_KEY_WORDS] = CT_KEY_CUSTOM,
+                                        [CT_DATA_KEY_SHARE] = CT_KEY_CUSTOM};
     static const ct_key_parse_fn parsers[] = {[CT_DATA_KEY_SHAPE] = parse_shape, [CT_DATA_KEY_RANGE] = parse_range,
-                                              [CT_DATA_KEY_SIZE] = parse_size, [CT_DATA_KEY_WORDS] = parse_words};
+                                              [CT_DATA_KEY_SIZE] = parse_size, [CT_DATA_KEY_WORDS] = parse_words,
+                                              [CT_DATA_KEY_SHARE] = parse_share};
     unsigned flags = (k->flags & CT_DATA_KEY_REQUIRED ? CT_KEY_REQUIRED : 0u) |
                      (k->flags & CT_DATA_KEY_HAS_MIN ? CT_KEY_HAS_MIN : 0u) |
                      (k->flags & CT_DATA_KEY_HAS_MAX ? CT_KEY_HAS_MAX : 0u);
@@ -316,6 +319,21 @@ static ct_status parse_auto_count(const ct_value_ctx *vc, const ct_key_spec *ks,
         return ct_fail_value(vc, "bad value '%s' for %s; expected auto or a number from %g to %g", text, ks->name,
                              ks->min, ks->max);
     *dst = (int)v;
+    return CT_OK;
+}
+
+/* auto (-1) or a fraction from 0 to 1, into a float. */
+static ct_status parse_share(const ct_value_ctx *vc, const ct_key_spec *ks, const char *text, void *base)
+{
+    float *dst = (float *)((char *)base + ks->offset);
+    double v;
+    if (strcmp(text, "auto") == 0) {
+        *dst = -1.0f;
+        return CT_OK;
+    }
+    if (!ct_strict_float(text, &v) || !(v >= 0 && v <= 1))
+        return ct_fail_value(vc, "bad value '%s' for %s; expected auto or a fraction from 0 to 1", text, ks->name);
+    *dst = (float)v;
     return CT_OK;
 }
 

@@ -253,6 +253,7 @@ static const ct_backend_ops cuda_ops = {
     .input_submit = ct_cuda_input_submit,
     .input_wait = ct_cuda_input_wait,
     .image_decoder = ct_cuda_image_decoder,
+    .image_decode_time = ct_cuda_image_decode_time,
     .set_step = cuda_set_step,
     .run_step = ct_cuda_run_step,
     .forget = ct_cuda_capture_forget,

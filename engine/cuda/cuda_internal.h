@@ -9,7 +9,8 @@
  *   dnn.c         the cuDNN handle and what conv2d.c and batchnorm.c share
  *   capture.c     step capture and replay
  *   input.c       input staging
- *   jpeg.c        the image decoder of decode = gpu (nvJPEG through dlopen)
+ *   jpeg.c        the image decoder of decode = gpu (nvJPEG through dlopen), one image at a time
+ *   jpeg_hw.c     its batched path on the hardware JPEG engine (jpeg_internal.h between them)
  * C11 host code; kernels are reached only through kernels/kernels.h. */
 #ifndef CT_CUDA_INTERNAL_H
 #define CT_CUDA_INTERNAL_H
@@ -210,5 +211,13 @@ ct_status ct_cuda_image_decoder(ct_backend *be, char *info, size_t n, ct_err *er
 ct_status ct_cuda_jpeg_decode(ct_cuda *cu, const ct_input_batch *b, unsigned char *dst, cudaEvent_t slot_free,
                               cudaEvent_t done, ct_err *err);
 void ct_cuda_jpeg_free(ct_cuda *cu);
+/* The backend's image_decode_time. */
+ct_status ct_cuda_image_decode_time(ct_backend *be, const ct_encoded_batch *enc, ct_shape shape, double *seconds,
+                                    ct_err *err);
+/* The images decoded so far by the hardware engine's batches and one at a time (tests, logs). */
+void ct_cuda_jpeg_counts(const ct_cuda *cu, long *engine, long *single);
+/* Closes the hardware engine's path, so that every image goes one at a time (tests: that path on a
+ * GPU with the engine). */
+void ct_cuda_jpeg_engine_off(ct_cuda *cu);
 
 #endif

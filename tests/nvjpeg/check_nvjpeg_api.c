@@ -21,6 +21,9 @@ SAME_TYPE(libraryPropertyType, ct_nvj_property);
 SAME_TYPE(nvjpegHandle_t, ct_nvj_handle);
 SAME_TYPE(nvjpegJpegState_t, ct_nvj_state);
 SAME_TYPE(cudaStream_t, ct_nvj_stream);
+SAME_TYPE(nvjpegBackend_t, ct_nvj_backend);
+SAME_TYPE(nvjpegJpegStream_t, ct_nvj_jpeg_stream);
+SAME_TYPE(nvjpegDecodeParams_t, ct_nvj_decode_params);
 
 SAME_VALUE(NVJPEG_MAX_COMPONENT, CT_NVJ_MAX_COMPONENT);
 SAME_VALUE(NVJPEG_STATUS_SUCCESS, CT_NVJ_SUCCESS);
@@ -41,6 +44,8 @@ SAME_VALUE(NVJPEG_CSS_UNKNOWN, CT_NVJ_CSS_UNKNOWN);
 SAME_VALUE(MAJOR_VERSION, CT_NVJ_MAJOR_VERSION);
 SAME_VALUE(MINOR_VERSION, CT_NVJ_MINOR_VERSION);
 SAME_VALUE(PATCH_LEVEL, CT_NVJ_PATCH_LEVEL);
+SAME_VALUE(NVJPEG_BACKEND_HARDWARE, CT_NVJ_BACKEND_HARDWARE);
+SAME_VALUE(NVJPEG_FLAGS_DEFAULT, CT_NVJ_FLAGS_DEFAULT);
 
 /* the image descriptor, field by field */
 _Static_assert(sizeof(struct ct_nvj_image_layout) == sizeof(nvjpegImage_t), "nvjpegImage_t's size");
@@ -51,6 +56,18 @@ _Static_assert(sizeof(((struct ct_nvj_image_layout *)0)->pitch) == sizeof(((nvjp
 SAME_TYPE(__typeof__(((nvjpegImage_t *)0)->channel[0]), __typeof__(((struct ct_nvj_image_layout *)0)->channel[0]));
 SAME_TYPE(__typeof__(((nvjpegImage_t *)0)->pitch[0]), __typeof__(((struct ct_nvj_image_layout *)0)->pitch[0]));
 
+/* the allocators, field by field (cutrain passes NULL, but the prototype names them) */
+#define SAME_FIELD(real, ours, f)                                                                       \
+    _Static_assert(offsetof(ours, f) == offsetof(real, f), #real "." #f);                              \
+    SAME_TYPE(__typeof__(((real *)0)->f), __typeof__(((ours *)0)->f))
+_Static_assert(sizeof(struct ct_nvj_dev_allocator_layout) == sizeof(nvjpegDevAllocator_t), "nvjpegDevAllocator_t");
+SAME_FIELD(nvjpegDevAllocator_t, struct ct_nvj_dev_allocator_layout, dev_malloc);
+SAME_FIELD(nvjpegDevAllocator_t, struct ct_nvj_dev_allocator_layout, dev_free);
+_Static_assert(sizeof(struct ct_nvj_pinned_allocator_layout) == sizeof(nvjpegPinnedAllocator_t),
+               "nvjpegPinnedAllocator_t");
+SAME_FIELD(nvjpegPinnedAllocator_t, struct ct_nvj_pinned_allocator_layout, pinned_malloc);
+SAME_FIELD(nvjpegPinnedAllocator_t, struct ct_nvj_pinned_allocator_layout, pinned_free);
+
 /* every entry point the loader resolves */
 SAME_FN(nvjpegGetProperty, ct_nvj_get_property_fn);
 SAME_FN(nvjpegCreateSimple, ct_nvj_create_simple_fn);
@@ -60,11 +77,25 @@ SAME_FN(nvjpegJpegStateCreate, ct_nvj_state_create_fn);
 SAME_FN(nvjpegJpegStateDestroy, ct_nvj_state_destroy_fn);
 SAME_FN(nvjpegGetImageInfo, ct_nvj_get_image_info_fn);
 SAME_FN(nvjpegDecode, ct_nvj_decode_fn);
+SAME_FN(nvjpegCreateEx, ct_nvj_create_ex_fn);
+SAME_FN(nvjpegJpegStreamCreate, ct_nvj_jpeg_stream_create_fn);
+SAME_FN(nvjpegJpegStreamDestroy, ct_nvj_jpeg_stream_destroy_fn);
+SAME_FN(nvjpegJpegStreamParseHeader, ct_nvj_jpeg_stream_parse_header_fn);
+SAME_FN(nvjpegDecodeParamsCreate, ct_nvj_decode_params_create_fn);
+SAME_FN(nvjpegDecodeParamsDestroy, ct_nvj_decode_params_destroy_fn);
+SAME_FN(nvjpegDecodeParamsSetOutputFormat, ct_nvj_decode_params_set_output_format_fn);
+SAME_FN(nvjpegDecodeParamsSetROI, ct_nvj_decode_params_set_roi_fn);
+SAME_FN(nvjpegDecodeBatchedSupportedEx, ct_nvj_decode_batched_supported_ex_fn);
+SAME_FN(nvjpegDecodeBatchedInitialize, ct_nvj_decode_batched_initialize_fn);
+SAME_FN(nvjpegDecodeBatchedEx, ct_nvj_decode_batched_ex_fn);
 
 /* and the loader's names are the real ones: a symbol missing from the header fails here */
 static void *const ct_nvj_names_[] = {
     (void *)&nvjpegGetProperty, (void *)&nvjpegCreateSimple, (void *)&nvjpegDestroy,
     (void *)&nvjpegGetHardwareDecoderInfo, (void *)&nvjpegJpegStateCreate, (void *)&nvjpegJpegStateDestroy,
-    (void *)&nvjpegGetImageInfo, (void *)&nvjpegDecode,
+    (void *)&nvjpegGetImageInfo, (void *)&nvjpegDecode, (void *)&nvjpegCreateEx, (void *)&nvjpegJpegStreamCreate,
+    (void *)&nvjpegJpegStreamDestroy, (void *)&nvjpegJpegStreamParseHeader, (void *)&nvjpegDecodeParamsCreate,
+    (void *)&nvjpegDecodeParamsDestroy, (void *)&nvjpegDecodeParamsSetOutputFormat, (void *)&nvjpegDecodeParamsSetROI,
+    (void *)&nvjpegDecodeBatchedSupportedEx, (void *)&nvjpegDecodeBatchedInitialize, (void *)&nvjpegDecodeBatchedEx,
 };
 void *ct_nvj_check_names(int i) { return ct_nvj_names_[i]; }
