@@ -114,10 +114,10 @@ void ct_run_pipeline_config(ct_run *run, ct_pipeline_config *pc)
     ct_device *dev = run->replicas[0].dev;
     ct_pipeline_config_init(pc, &run->cfg.data, &run->train, &run->augment, run->batch, run->cfg.train.seed, 1);
     /* A step on the host runs on every core its threads have: an input worker there takes one from
-     * it, and the step's other threads wait for that one at their next barrier (on 2 cores, most of
-     * a CPU run's time went to OpenMP's spin-waits with a worker; docs/cpu-benchmarks.md). A set in
-     * memory costs one pass over the batch to gather and normalise, so the step's own threads make
-     * it, when it is needed, warm in their caches. workers = N asks for workers, and gets them. */
+     * it, and the step's other threads spin at their next barrier until the preempted one runs
+     * again (docs/cpu-benchmarks.md). A set in memory costs one pass over the batch to gather and
+     * normalise, so the step's own threads make it when it is needed, warm in their caches.
+     * workers = N asks for workers, and gets them. */
     if (dev->host_memory && !pc->sync && !pc->raw_u8 && run->cfg.data.workers == 0 && run->train.images)
         pc->on_caller = 1;
     if (!pc->sync && !pc->on_caller) {
