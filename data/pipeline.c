@@ -12,6 +12,10 @@
  * Sync mode. No threads and one buffer: next() makes the batch there, sample by sample, on the
  * caller's thread; the caller waits the whole time.
  *
+ * On-caller mode (a CPU that trains on every core). Sync's one buffer and no threads, but next()
+ * makes the whole batch in one pass (ct_make_batch_serial, no fork or barrier): a worker thread
+ * would only take a core from the step's threads, which then wait for it at their next barrier.
+ *
  * Nothing here prints or exits; worker failures are kept and handed to the consumer's next(). */
 #include <errno.h>
 #include <limits.h>
@@ -557,10 +561,10 @@ static ct_status next_sync(ct_pipeline *p, ct_batch_view *out, double t0, double
     ct_status st = CT_OK;
     ct_err e;
     ct_err_clear(&e);
-    /* on the caller: the whole batch across its OpenMP team (check_config: a set in memory) */
+    /* on the caller: the whole batch in one call (check_config: a set in memory) */
     int whole = p->cfg.on_caller && !p->cfg.sync;
     if (whole)
-        ct_make_batch(p->cfg.ds, idx, n, &p->aug, p->cfg.augment, seed, p->sync_mem, y);
+        ct_make_batch_serial(p->cfg.ds, idx, n, &p->aug, p->cfg.augment, seed, p->sync_mem, y);
     else if (p->cfg.encoded)   /* sample by sample inside, as below */
         st = ct_read_batch_encoded(p->cfg.ds, p->sync_reader, idx, n, p->cfg.augment, seed, p->sync_mem, y,
                                    &p->sync_enc, &e);

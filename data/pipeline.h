@@ -1,7 +1,7 @@
 /* The input pipeline's host side (docs/architecture.md, "Input pipeline"): worker threads that
  * assemble whole batches, in order, into a ring of host buffers; the naive mode that does the
  * same on the caller's thread, sample by sample; and the on-caller mode, whole batches on the
- * caller's thread and its OpenMP team (the CPU backend's).
+ * caller's thread in one pass each (the CPU backend's).
  *
  * Backend-agnostic: slot memory comes from hooks (the CUDA backend passes cudaHostAlloc for pinned
  * memory), so nothing here knows about devices. The library never prints or exits.
@@ -54,10 +54,11 @@ typedef struct ct_pipeline_config {
     int sync;                 /* 1: pipeline = sync: no threads, no prefetch, pageable memory; each
                                  batch made on demand on the caller's thread, sample by sample */
     int on_caller;            /* 1 (unless sync): no threads, one buffer; each batch made on demand
-                                 on the caller's thread, whole, across its OpenMP team
-                                 (ct_make_batch): for a CPU whose every core runs the step, where a
-                                 worker would only take a core from it. Needs a set held in memory
-                                 and float32 batches. Left 0 by ct_pipeline_config_init */
+                                 on the caller's thread, whole, in one pass
+                                 (ct_make_batch_serial): for a CPU whose every core runs the
+                                 step, where a worker would only take a core from it. Needs a set
+                                 held in memory and float32 batches. Left 0 by
+                                 ct_pipeline_config_init */
     int raw_u8;               /* 1: ship uint8 images (x_u8), augmentation left to the device */
     int encoded;              /* 1 (with raw_u8; decode = gpu): the JPEGs a device decoder takes stay
                                  compressed (ct_batch_view.encoded), the rest are decoded into x_u8;
