@@ -12,6 +12,10 @@
  * Sync mode. No threads and one buffer: next() makes the batch there, sample by sample, on the
  * caller's thread; the caller waits the whole time.
  *
+ * On-caller mode (a CPU that trains on every core). Sync's one buffer and no threads, but next()
+ * makes the whole batch in one pass (ct_make_batch_serial, no fork or barrier): a worker thread
+ * would only take a core from the step's threads, which then wait for it at their next barrier.
+ *
  * Nothing here prints or exits; worker failures are kept and handed to the consumer's next(). */
 #include <errno.h>
 #include <limits.h>
@@ -83,7 +87,8 @@ struct ct_pipeline {
     long delivered, delivered_images;
     double wait_total;
 
-    /* sync mode */
+    /* sync and on-caller modes: one buffer, no threads */
+    int one_buffer;
     void *sync_mem;
     ct_encoded_batch sync_enc;
     int sync_held;
@@ -356,6 +361,10 @@ static ct_status check_config(const ct_pipeline_config *c, ct_err *err)
     if (c->prefetch < 0 || c->prefetch > CT_PIPELINE_MAX_PREFETCH)
         return ct_fail(err, CT_ERR_USAGE, "input pipeline: prefetch must be auto (0) or 1 to %d, got %d",
                        CT_PIPELINE_MAX_PREFETCH, c->prefetch);
+    if (c->on_caller && !c->sync && (c->raw_u8 || !ds->images))
+        return ct_fail(err, CT_ERR_USAGE,
+                       "input pipeline: batches made on the caller's thread need a set held in memory and float32 "
+                       "batches");
     if (c->encoded && (!c->raw_u8 || !ct_dataset_can_encode(ds)))
         return ct_fail(err, CT_ERR_USAGE,
                        "input pipeline: images left compressed for the device need uint8 batches and a set of "
@@ -419,7 +428,8 @@ ct_status ct_pipeline_create(ct_pipeline **out, const ct_pipeline_config *cfg, c
     for (long i = 0; i < p->count; i++)
         p->order[i] = i;
 
-    if (cfg->sync) {
+    p->one_buffer = cfg->sync || cfg->on_caller;
+    if (p->one_buffer) {
         ct_pipeline_sizing_sync(&p->size);
         if (!(p->sync_mem = default_alloc(p->slot_bytes)))
             goto nomem;
@@ -485,7 +495,7 @@ ct_status ct_pipeline_start_epoch(ct_pipeline *p, int epoch, long first_batch, c
         return ct_fail(err, CT_ERR_USAGE, "input pipeline: first batch %ld is outside the epoch's 0..%ld",
                        first_batch, p->batches);
     p->last_return = 0;
-    if (p->cfg.sync) {
+    if (p->one_buffer) {
         if (p->cfg.shuffle)
             ct_shuffle_indices(p->order, p->count, p->cfg.seed, epoch);
         p->epoch = epoch;
@@ -531,7 +541,7 @@ static ct_status next_sync(ct_pipeline *p, ct_batch_view *out, double t0, double
     if (p->sync_held)
         return ct_fail(err, CT_ERR_USAGE,
                        "input pipeline: release the previous batch before asking for the next (pipeline = sync "
-                       "has one buffer)");
+                       "and batches made on the caller's thread have one buffer)");
     if (p->next_out >= p->end) {
         end_view(out, p->epoch);
         if (wait_seconds)
@@ -548,17 +558,21 @@ static ct_status next_sync(ct_pipeline *p, ct_batch_view *out, double t0, double
             return ct_fail(err, st, "input pipeline (sync), batch %ld of epoch %d: %s", b, p->epoch,
                            e.msg[0] ? e.msg : "failed");
     }
-    /* the naive user: one sample at a time into the one buffer */
     const long *idx = p->order + b * (long)p->batch;
     int32_t *y = (int32_t *)((char *)p->sync_mem + p->y_offset);
     uint64_t seed = batch_seed(p, p->epoch, b);
     ct_status st = CT_OK;
     ct_err e;
     ct_err_clear(&e);
-    if (p->cfg.encoded)   /* sample by sample inside, as below */
+    /* on the caller: the whole batch in one call (check_config: a set in memory) */
+    int whole = p->cfg.on_caller && !p->cfg.sync;
+    if (whole)
+        ct_make_batch_serial(p->cfg.ds, idx, n, &p->aug, p->cfg.augment, seed, p->sync_mem, y);
+    else if (p->cfg.encoded)   /* sample by sample inside, as below */
         st = ct_read_batch_encoded(p->cfg.ds, p->sync_reader, idx, n, p->cfg.augment, seed, p->cfg.cpu_share,
                                    p->sync_mem, y, &p->sync_enc, &e);
-    for (int i = 0; i < n && st == CT_OK && !p->cfg.encoded; i++) {
+    /* the naive user: one sample at a time into the one buffer */
+    for (int i = 0; i < n && st == CT_OK && !whole && !p->cfg.encoded; i++) {
         if (p->cfg.raw_u8)
             st = ct_read_sample_u8(p->cfg.ds, p->sync_reader, idx[i], i, p->cfg.augment, seed,
                                    (uint8_t *)p->sync_mem + (size_t)i * p->sample_elems, y + i, &e);
@@ -591,7 +605,7 @@ ct_status ct_pipeline_next(ct_pipeline *p, ct_batch_view *out, double *wait_seco
         *wait_seconds = 0;
     if (!p->started)
         return ct_fail(err, CT_ERR_USAGE, "input pipeline: no epoch started (call ct_pipeline_start_epoch first)");
-    if (p->cfg.sync)
+    if (p->one_buffer)
         return next_sync(p, out, t0, wait_seconds, err);
 
     if (p->last_return > 0)
@@ -652,7 +666,7 @@ void ct_pipeline_release(ct_pipeline *p, int slot_id)
 {
     if (!p)
         return;
-    if (p->cfg.sync) {
+    if (p->one_buffer) {
         if (slot_id == 0)
             p->sync_held = 0;
         return;
@@ -673,7 +687,7 @@ void ct_pipeline_stop(ct_pipeline *p)
     if (!p)
         return;
     p->last_return = 0;
-    if (p->cfg.sync) {
+    if (p->one_buffer) {
         p->sync_held = 0;
         p->next_out = p->end = 0;
         return;
@@ -708,7 +722,7 @@ void ct_pipeline_get_stats(const ct_pipeline *p, ct_pipeline_stats *out)
     memset(out, 0, sizeof *out);
     pthread_mutex_t *mu = (pthread_mutex_t *)&p->mu;   /* the figures move under the lock */
     pthread_mutex_lock(mu);
-    if (p->cfg.sync) {
+    if (p->one_buffer) {
         out->workers = 0;
         out->prefetch = 1;
     } else {

@@ -1,6 +1,7 @@
 /* The input pipeline's host side (docs/architecture.md, "Input pipeline"): worker threads that
- * assemble whole batches, in order, into a ring of host buffers, and the naive mode that does the
- * same on the caller's thread, sample by sample.
+ * assemble whole batches, in order, into a ring of host buffers; the naive mode that does the
+ * same on the caller's thread, sample by sample; and the on-caller mode, whole batches on the
+ * caller's thread in one pass each (the CPU backend's).
  *
  * Backend-agnostic: slot memory comes from hooks (the CUDA backend passes cudaHostAlloc for pinned
  * memory), so nothing here knows about devices. The library never prints or exits.
@@ -11,7 +12,7 @@
  *     ct_hash3(seed, CT_PIPELINE_SALT_AUGMENT, e * steps + b),   steps = ceil(count / batch)
  * (the trainer's formula; steps ignores drop_last so batches do not change with it), and its
  * pixels are ct_make_batch's for those indices and that seed. The sequence is the same for any
- * number of workers and any prefetch depth, and in sync mode.
+ * number of workers and any prefetch depth, and in the sync and on-caller modes.
  *
  * Threads. The consumer calls every function from one thread (the trainer's). Workers only call
  * the hooks (host_alloc, and the test hook): both must be thread-safe.
@@ -52,6 +53,12 @@ typedef struct ct_pipeline_config {
     int drop_last;            /* 1: drop the last partial batch */
     int sync;                 /* 1: pipeline = sync: no threads, no prefetch, pageable memory; each
                                  batch made on demand on the caller's thread, sample by sample */
+    int on_caller;            /* 1 (unless sync): no threads, one buffer; each batch made on demand
+                                 on the caller's thread, whole, in one pass
+                                 (ct_make_batch_serial): for a CPU whose every core runs the
+                                 step, where a worker would only take a core from it. Needs a set
+                                 held in memory and float32 batches. Left 0 by
+                                 ct_pipeline_config_init */
     int raw_u8;               /* 1: ship uint8 images (x_u8), augmentation left to the device */
     int encoded;              /* 1 (with raw_u8; decode = gpu): the JPEGs a device decoder takes stay
                                  compressed (ct_batch_view.encoded), the rest are decoded into x_u8;
@@ -94,8 +101,9 @@ typedef struct ct_batch_view {
     uint64_t augment_seed;    /* the batch's seed (see above); 0 when augment is off */
 } ct_batch_view;
 
-/* Checks the config and allocates the bookkeeping (slot buffers come later, on first use; sync
- * mode allocates its one buffer here). Refuses drop_last with fewer samples than a batch. */
+/* Checks the config and allocates the bookkeeping (slot buffers come later, on first use; the sync
+ * and on-caller modes allocate their one buffer here). Refuses drop_last with fewer samples than
+ * a batch. */
 ct_status ct_pipeline_create(ct_pipeline **out, const ct_pipeline_config *cfg, ct_err *err);
 
 /* Starts epoch `epoch` at batch first_batch (0, or where a resumed run left off; at most
@@ -111,9 +119,9 @@ long ct_pipeline_steps_for_seed(const ct_pipeline *p);
 
 /* The next batch of the epoch, strictly in order first_batch, first_batch + 1, ... After the
  * last one it returns CT_OK with out->n == 0 (and keeps doing so). wait_seconds (may be NULL):
- * time blocked waiting for the batch; in sync mode, the time spent making it.
- * The caller may hold at most prefetch - 1 slots when it calls this (prefetch 1 or sync: release
- * before asking for the next); holding more is a usage error, not a hang.
+ * time blocked waiting for the batch; in the sync and on-caller modes, the time spent making it.
+ * The caller may hold at most prefetch - 1 slots when it calls this (prefetch 1, sync or on-caller:
+ * release before asking for the next); holding more is a usage error, not a hang.
  * A worker's failure is returned here: its status and "input worker W of N, batch B of epoch E:
  * why". Call ct_pipeline_stop or ct_pipeline_destroy afterwards (or start another epoch). */
 ct_status ct_pipeline_next(ct_pipeline *p, ct_batch_view *out, double *wait_seconds, ct_err *err);
@@ -144,7 +152,7 @@ void ct_pipeline_destroy(ct_pipeline *p);
  *                     unless prefetch was given.
  *      and starts the extra workers. The choice then holds for the pipeline's life.
  * With explicit workers and prefetch = auto, prefetch = clamp(workers + 2, 2, 8) from the start.
- * Sync mode reports workers 0, prefetch 1. */
+ * The sync and on-caller modes report workers 0, prefetch 1. */
 typedef struct ct_pipeline_stats {
     int workers, prefetch;          /* in use now */
     int workers_auto, prefetch_auto;/* chosen by auto */

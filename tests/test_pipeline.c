@@ -227,15 +227,16 @@ static ct_status jitter_hook(void *ctx, int worker, long batch, ct_err *err)
 /* ---- identical batches for every layout ---- */
 
 typedef struct layout {
-    int workers, prefetch, sync;
+    int workers, prefetch, sync, on_caller;
 } layout;
 
 static const layout layouts[] = {
-    {1, 1, 0}, {1, 2, 0}, {1, 5, 0}, {2, 1, 0}, {2, 2, 0}, {2, 5, 0}, {8, 1, 0}, {8, 2, 0}, {8, 5, 0},
-    {0, 0, 0}, {3, 0, 0}, {0, 3, 0}, {0, 0, 1},
+    {1, 1, 0, 0}, {1, 2, 0, 0}, {1, 5, 0, 0}, {2, 1, 0, 0}, {2, 2, 0, 0}, {2, 5, 0, 0}, {8, 1, 0, 0}, {8, 2, 0, 0},
+    {8, 5, 0, 0}, {0, 0, 0, 0}, {3, 0, 0, 0}, {0, 3, 0, 0}, {0, 0, 0, 1}, {0, 0, 1, 0},
 };
 
-/* Every layout, for epochs 0 and 1, against ct_make_batch and against sync mode. */
+/* Every layout, for epochs 0 and 1, against ct_make_batch and against sync mode (on-caller mode:
+ * float32 batches only). */
 static void check_layouts(const char *name, const ct_dataset *ds, const ct_augment *aug, int batch, uint64_t seed,
                           int raw, int shuffle, int augment, int drop_last, int jitter)
 {
@@ -245,10 +246,13 @@ static void check_layouts(const char *name, const ct_dataset *ds, const ct_augme
         memset(&sync, 0, sizeof sync);
         for (size_t L = 0; L < sizeof layouts / sizeof *layouts; L++) {
             const layout *lay = &layouts[sizeof layouts / sizeof *layouts - 1 - L];   /* sync first */
+            if (lay->on_caller && raw)
+                continue;
             ct_pipeline_config c = base_config(ds, aug, batch, seed);
             c.workers = lay->workers;
             c.prefetch = lay->prefetch;
             c.sync = lay->sync;
+            c.on_caller = lay->on_caller;
             c.raw_u8 = raw;
             c.shuffle = shuffle;
             c.augment = augment;
@@ -263,7 +267,7 @@ static void check_layouts(const char *name, const ct_dataset *ds, const ct_augme
             if (st != CT_OK)
                 continue;
             /* hold as many slots as allowed: prefetch - 1 (none for prefetch 1 and sync; 1 for auto) */
-            int hold = lay->sync ? 0 : (lay->prefetch > 0 ? lay->prefetch - 1 : 1);
+            int hold = lay->sync || lay->on_caller ? 0 : (lay->prefetch > 0 ? lay->prefetch - 1 : 1);
             dump got;
             dump_init(&got, ds, ct_pipeline_batches(p), batch, raw);
             /* earlier epochs run first, so that epoch 1 follows an epoch on the same pipeline */
@@ -280,13 +284,13 @@ static void check_layouts(const char *name, const ct_dataset *ds, const ct_augme
             CHECK_MSG(st == CT_OK, "%s: %s", name, err.msg);
             char what[160];
             snprintf(what, sizeof what, "%s epoch %d workers %d prefetch %d%s vs ct_make_batch", name, epoch,
-                     lay->workers, lay->prefetch, lay->sync ? " sync" : "");
+                     lay->workers, lay->prefetch, lay->sync ? " sync" : lay->on_caller ? " on caller" : "");
             dump_equal(&got, &ref, what);
             if (lay->sync) {
                 sync = got;   /* kept to compare the parallel layouts against */
             } else {
-                snprintf(what, sizeof what, "%s epoch %d workers %d prefetch %d vs sync", name, epoch, lay->workers,
-                         lay->prefetch);
+                snprintf(what, sizeof what, "%s epoch %d workers %d prefetch %d%s vs sync", name, epoch,
+                         lay->workers, lay->prefetch, lay->on_caller ? " on caller" : "");
                 dump_equal(&got, &sync, what);
                 dump_free(&got);
             }
@@ -527,6 +531,15 @@ static void test_drop_last_and_tiny(void)
     CHECK_MSG(ct_contains(err.msg, "drop_last = on with 5 samples and batch 8 leaves no batch"), "%s", err.msg);
     c.sync = 1;
     CHECK(ct_pipeline_create(&p, &c, &err) == CT_ERR_CONFIG);
+    /* on-caller mode makes float32 batches from a set in memory: uint8 batches are refused */
+    c = base_config(&small, &aug, 4, 1);
+    c.on_caller = 1;
+    c.raw_u8 = 1;
+    CHECK(ct_pipeline_create(&p, &c, &err) == CT_ERR_USAGE && p == NULL);
+    CHECK_MSG(ct_contains(err.msg, "caller's thread need a set held in memory"), "%s", err.msg);
+    c = base_config(&small, &aug, 8, 1);
+    c.drop_last = 1;
+    c.workers = 2;
     for (int sync = 0; sync <= 1; sync++) {
         c.drop_last = 0;
         c.sync = sync;

@@ -113,7 +113,14 @@ void ct_run_pipeline_config(ct_run *run, ct_pipeline_config *pc)
 {
     ct_device *dev = run->replicas[0].dev;
     ct_pipeline_config_init(pc, &run->cfg.data, &run->train, &run->augment, run->batch, run->cfg.train.seed, 1);
-    if (!pc->sync) {
+    /* A step on the host runs on every core its threads have: an input worker there takes one from
+     * it, and the step's other threads spin at their next barrier until the preempted one runs
+     * again (docs/cpu-benchmarks.md). A set in memory costs one pass over the batch to gather and
+     * normalise, so the trainer's thread makes it between steps, with no fork or barrier to wait on.
+     * workers = N asks for workers, and gets them. */
+    if (dev->host_memory && !pc->sync && !pc->raw_u8 && run->cfg.data.workers == 0 && run->train.images)
+        pc->on_caller = 1;
+    if (!pc->sync && !pc->on_caller) {
         pc->host_alloc = pipeline_alloc;
         pc->host_free = pipeline_free;
         pc->alloc_ctx = dev;
