@@ -725,6 +725,7 @@ void ct_pipeline_get_stats(const ct_pipeline *p, ct_pipeline_stats *out)
     if (p->one_buffer) {
         out->workers = 0;
         out->prefetch = 1;
+        out->on_caller = p->cfg.on_caller && !p->cfg.sync;
     } else {
         out->workers = p->spawned > 0 ? p->spawned : p->size.want_workers;
         out->prefetch = p->size.depth;

@@ -155,6 +155,7 @@ void ct_pipeline_destroy(ct_pipeline *p);
  * The sync and on-caller modes report workers 0, prefetch 1. */
 typedef struct ct_pipeline_stats {
     int workers, prefetch;          /* in use now */
+    int on_caller;                  /* 1: no workers, each batch made in next() on the caller's thread */
     int workers_auto, prefetch_auto;/* chosen by auto */
     int decided;                    /* auto: the choice is made (always 1 without auto) */
     double worker_images_per_s;     /* one worker's measured fill rate (0: nothing measured) */

@@ -65,9 +65,10 @@ typedef struct ct_epoch_stats {
     double seconds;         /* wall-clock seconds of the epoch, evaluation included */
     double learning_rate;   /* at the epoch's last step */
     /* Share of the train loop's time spent waiting for input batches, and the pipeline that made
-     * them (workers 0: pipeline = sync). See ct_input_verdict. */
+     * them (workers 0: pipeline = sync, or input_on_caller: each batch made on the trainer's thread
+     * between steps, what workers = auto does on the CPU). See ct_input_verdict. */
     double input_wait_share;
-    int input_workers, input_prefetch;
+    int input_workers, input_prefetch, input_on_caller;
     const char *precision;  /* "fp32", "fp16" or "bf16" */
     /* fp16's loss scaler at the epoch's end: the scale, and the steps skipped for a non-finite
      * gradient since training began; -1 for both without one (fp32, bf16) */

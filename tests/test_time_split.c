@@ -74,38 +74,47 @@ static void test_verdicts(void)
 {
     char buf[192];
     ct_time_split s = {.input_wait = 0.61, .copy = 0.02, .compute = 0.37};
-    ct_time_split_verdict(&s, 4, buf, sizeof buf);
+    ct_time_split_verdict(&s, CT_INPUT_WORKERS, buf, sizeof buf);
     CHECK_MSG(strcmp(buf, "input-bound: 61% waiting for input; raise workers or use augment_on = gpu") == 0, "%s", buf);
-    ct_time_split_verdict(&s, 0, buf, sizeof buf);
+    ct_time_split_verdict(&s, CT_INPUT_SYNC, buf, sizeof buf);
     CHECK_MSG(strcmp(buf, "input-bound: 61% waiting for input; use pipeline = parallel") == 0, "%s", buf);
+    ct_time_split_verdict(&s, CT_INPUT_ON_CALLER, buf, sizeof buf);
+    CHECK_MSG(strcmp(buf, "input-bound: 61% waiting for input; set workers = N to make batches ahead on their own "
+                          "threads") == 0, "%s", buf);
     s = (ct_time_split){.input_wait = 0.19, .copy = 0.01, .compute = 0.80};
-    ct_time_split_verdict(&s, 4, buf, sizeof buf);
+    ct_time_split_verdict(&s, CT_INPUT_WORKERS, buf, sizeof buf);
     CHECK_MSG(strcmp(buf, "compute-bound: 80% computing, 19% waiting for input (moderately input-bound)") == 0, "%s",
               buf);
     s = (ct_time_split){.input_wait = 0.01, .copy = 0.30, .compute = 0.69};
-    ct_time_split_verdict(&s, 4, buf, sizeof buf);
+    ct_time_split_verdict(&s, CT_INPUT_WORKERS, buf, sizeof buf);
     CHECK_MSG(ct_contains(buf, "copy-bound: 30% copying"), "%s", buf);
     s = (ct_time_split){.input_wait = 0.0, .copy = 0.0, .compute = 0.55, .comm = 0.45};
-    ct_time_split_verdict(&s, 4, buf, sizeof buf);
+    ct_time_split_verdict(&s, CT_INPUT_WORKERS, buf, sizeof buf);
     CHECK_MSG(ct_contains(buf, "communication-bound: 45%"), "%s", buf);
     s = (ct_time_split){.input_wait = 0.04, .compute = 0.96};
-    ct_time_split_verdict(&s, 4, buf, sizeof buf);
+    ct_time_split_verdict(&s, CT_INPUT_WORKERS, buf, sizeof buf);
     CHECK_MSG(strcmp(buf, "compute-bound: 96% computing") == 0, "%s", buf);
 
     /* shares of the wall time, clamped */
-    ct_epoch_stats es = {0};
+    ct_epoch_stats es = {.input_workers = 2};
     ct_time_acc acc = {.input_wait = 1.0, .copy = 0.5, .compute = 2.5, .comm = 0.0, .device_busy = -1.0};
-    ct_time_split_fill(&acc, 4.0, 2, &es);
+    ct_time_split_fill(&acc, 4.0, &es);
     CHECK(es.time_split.device_busy < 0);
     CHECK_NEAR(es.time_split.input_wait, 0.25, 1e-12);
     CHECK_NEAR(es.time_split.copy, 0.125, 1e-12);
     CHECK_NEAR(es.time_split.compute, 0.625, 1e-12);
-    CHECK(ct_contains(es.time_verdict, "input-bound: 25%"));
+    CHECK(ct_contains(es.time_verdict, "input-bound: 25% waiting for input; raise workers"));
+    es = (ct_epoch_stats){.input_on_caller = 1};   /* the advice follows the pipeline the stats name */
+    ct_time_split_fill(&acc, 4.0, &es);
+    CHECK_MSG(ct_contains(es.time_verdict, "input-bound: 25% waiting for input; set workers = N"), "%s", es.time_verdict);
+    es = (ct_epoch_stats){0};
+    ct_time_split_fill(&acc, 4.0, &es);
+    CHECK_MSG(ct_contains(es.time_verdict, "input-bound: 25% waiting for input; use pipeline = parallel"), "%s", es.time_verdict);
     acc.device_busy = 3.0;
-    ct_time_split_fill(&acc, 4.0, 2, &es);
+    ct_time_split_fill(&acc, 4.0, &es);
     CHECK_NEAR(es.time_split.device_busy, 0.75, 1e-12);
     acc.compute = -0.1; /* clock noise where compute is tiny */
-    ct_time_split_fill(&acc, 0.0, 2, &es);
+    ct_time_split_fill(&acc, 0.0, &es);
     CHECK(es.time_split.compute == 0.0 && es.time_split.input_wait == 0.0);
 }
 

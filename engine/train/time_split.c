@@ -52,25 +52,32 @@ static double share(double seconds, double wall)
     return s < 0 ? 0.0 : s > 1 ? 1.0 : s;
 }
 
-void ct_time_split_fill(const ct_time_acc *acc, double wall, int workers, ct_epoch_stats *es)
+void ct_time_split_fill(const ct_time_acc *acc, double wall, ct_epoch_stats *es)
 {
     es->time_split = (ct_time_split){
         .input_wait = share(acc->input_wait, wall), .copy = share(acc->copy, wall),
         .compute = share(acc->compute, wall), .comm = share(acc->comm, wall),
         .device_busy = acc->device_busy >= 0 ? share(acc->device_busy, wall) : -1.0,
     };
-    ct_time_split_verdict(&es->time_split, workers, es->time_verdict, sizeof es->time_verdict);
+    ct_input_mode mode = es->input_workers > 0 ? CT_INPUT_WORKERS
+                         : es->input_on_caller ? CT_INPUT_ON_CALLER
+                                               : CT_INPUT_SYNC;
+    ct_time_split_verdict(&es->time_split, mode, es->time_verdict, sizeof es->time_verdict);
 }
 
-void ct_time_split_verdict(const ct_time_split *s, int workers, char *buf, size_t n)
+void ct_time_split_verdict(const ct_time_split *s, ct_input_mode mode, char *buf, size_t n)
 {
     /* ct_input_verdict's thresholds: from 20% a part bounds the step, from 5% it is worth a word */
     const double bound = 0.20, notable = 0.05;
     int wait = (int)(100.0 * s->input_wait + 0.5), copy = (int)(100.0 * s->copy + 0.5);
     int compute = (int)(100.0 * s->compute + 0.5), comm = (int)(100.0 * s->comm + 0.5);
+    static const char *const advice[] = {
+        [CT_INPUT_SYNC] = "use pipeline = parallel",
+        [CT_INPUT_ON_CALLER] = "set workers = N to make batches ahead on their own threads",
+        [CT_INPUT_WORKERS] = "raise workers or use augment_on = gpu",
+    };
     if (s->input_wait >= bound)
-        snprintf(buf, n, "input-bound: %d%% waiting for input; %s", wait,
-                 workers == 0 ? "use pipeline = parallel" : "raise workers or use augment_on = gpu");
+        snprintf(buf, n, "input-bound: %d%% waiting for input; %s", wait, advice[mode]);
     else if (s->copy >= bound)
         snprintf(buf, n, "copy-bound: %d%% copying batches to the device; augment_on = gpu ships 4x fewer bytes",
                  copy);

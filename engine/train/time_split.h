@@ -27,10 +27,17 @@ void ct_time_acc_close(ct_time_acc *a);
 
 /* The shares of `wall` seconds (each clamped to [0, 1]; device_busy negative when unknown) into
  * es->time_split, and the verdict
- * into es->time_verdict; `workers` is the input pipeline's (0: pipeline = sync). */
-void ct_time_split_fill(const ct_time_acc *acc, double wall, int workers, ct_epoch_stats *es);
+ * into es->time_verdict; its advice follows the pipeline es names (input_workers, input_on_caller). */
+void ct_time_split_fill(const ct_time_acc *acc, double wall, ct_epoch_stats *es);
+
+/* How the batches were made, for the verdict's advice when input bounds the step. */
+typedef enum ct_input_mode {
+    CT_INPUT_SYNC,       /* pipeline = sync: made on the trainer's thread, one thread */
+    CT_INPUT_ON_CALLER,  /* workers = auto on the CPU: made on the trainer's thread by its OpenMP team */
+    CT_INPUT_WORKERS,    /* by input workers ahead of the step */
+} ct_input_mode;
 
 /* The verdict on shares s, ct_input_verdict's thresholds (20% bound, 5% worth a word), into buf. */
-void ct_time_split_verdict(const ct_time_split *s, int workers, char *buf, size_t n);
+void ct_time_split_verdict(const ct_time_split *s, ct_input_mode mode, char *buf, size_t n);
 
 #endif

@@ -597,9 +597,10 @@ static ct_status run_epoch(ct_run *run, const ct_callbacks *cb, ct_epoch_stats *
     ct_pipeline_info(run->pipeline, &es->input_workers, &es->input_prefetch, NULL);
     ct_pipeline_get_stats(run->pipeline, &ps);
     es->bad_images = ps.bad_images - run->bad_images_before;
+    es->input_on_caller = ps.on_caller;
     split.comm = run->comm_seconds;
     split.compute -= split.comm;
-    ct_time_split_fill(&split, train_seconds, es->input_workers, es);
+    ct_time_split_fill(&split, train_seconds, es);
     ct_monitor_epoch_stats(run->monitor, es);
     es->precision = ct_precision_name(t->precision);
     st = read_scaler(run, &es->loss_scale, &es->skipped_steps, err);

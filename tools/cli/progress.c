@@ -81,7 +81,10 @@ int cli_on_epoch(const ct_epoch_stats *s, void *user)
             printf(" (loss scale %g, %ld steps skipped)", s->loss_scale, s->skipped_steps);
         if (s->bad_images > 0)
             printf(" (%ld bad image%s replaced)", s->bad_images, s->bad_images == 1 ? "" : "s");
-        if (s->input_wait_share >= 0.05)
+        if (s->input_wait_share >= 0.05 && s->input_on_caller)
+            printf(" (%s: %.0f%% of the time waiting for input, batches made on the trainer's thread)",
+                   ct_input_verdict(s->input_wait_share), 100.0 * s->input_wait_share);
+        else if (s->input_wait_share >= 0.05)
             printf(" (%s: %.0f%% of the time waiting for input, %d workers)", ct_input_verdict(s->input_wait_share),
                    100.0 * s->input_wait_share, s->input_workers);
         if (s->gpu_util >= 0)
@@ -115,12 +118,13 @@ int cli_on_epoch(const ct_epoch_stats *s, void *user)
                 "{\"epoch\": %d, \"epochs\": %d, \"step\": %ld, \"loss\": %.6f, \"train_accuracy\": %.6f, "
                 "\"test_loss\": %s, \"test_accuracy\": %s, \"images_per_s\": %.1f, "
                 "\"seconds\": %.3f, \"learning_rate\": %.8g, \"input_wait_share\": %.4f, "
-                "\"input_verdict\": \"%s\", \"input_workers\": %d, \"input_prefetch\": %d, "
+                "\"input_verdict\": \"%s\", \"input_workers\": %d, \"input_prefetch\": %d, \"input_on_caller\": %s, "
                 "\"precision\": \"%s\", \"loss_scale\": %s, \"skipped_steps\": %s, \"bad_images\": %ld, "
                 "\"batch\": %d",
                 s->epoch, s->epochs, s->step, s->loss, s->train_accuracy, test_loss, test_acc,
                 s->images_per_s, s->seconds, s->learning_rate, s->input_wait_share,
                 ct_input_verdict(s->input_wait_share), s->input_workers, s->input_prefetch,
+                s->input_on_caller ? "true" : "false",
                 s->precision ? s->precision : "fp32", loss_scale, skipped, s->bad_images, pr->batch);
         if (pr->search && pr->search->n_trials) {
             /* the search, once: what was tried; images_per_s null where nothing was measured */
