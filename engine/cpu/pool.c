@@ -72,21 +72,63 @@ void ct_cpu_maxpool_forward(const ct_window_geom *g, const float *x, float *y, i
     }
 }
 
+/* True when the windows tile the input: each input cell lies in exactly one window. */
+static int windows_tile(const ct_window_geom *g)
+{
+    return g->kh == g->stride && g->kw == g->stride && g->pad_t == 0 && g->pad_l == 0 &&
+           g->oh * g->stride == g->h && g->ow * g->stride == g->w;
+}
+
+/* Tiling windows: every input cell written once, its window's gradient where it was the maximum and
+ * 0 elsewhere, by a select the channel loop vectorises: no clearing pass, no scatter.
+ * dy, argmax: (n, oh, ow, c); dx: (n, h, w, c) */
+static void maxpool_backward_tiled(const ct_window_geom *g, const float *dy, const int32_t *argmax, float *dx,
+                                   int accumulate)
+{
+    const int c = g->c;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int s = 0; s < g->n; s++) {
+        for (int oy = 0; oy < g->oh; oy++) {
+            float *dxs = dx + s * sample_size(g);
+            for (int ox = 0; ox < g->ow; ox++) {
+                size_t o = (((size_t)s * g->oh + oy) * g->ow + ox) * c;
+                const float *restrict dyo = dy + o;
+                const int32_t *restrict ao = argmax + o;
+                for (int iy = oy * g->stride; iy < (oy + 1) * g->stride; iy++) {
+                    for (int ix = ox * g->stride; ix < (ox + 1) * g->stride; ix++) {
+                        const int32_t base = (iy * g->w + ix) * c;
+                        float *restrict dxi = dxs + base;
+                        if (accumulate)
+                            for (int ch = 0; ch < c; ch++) dxi[ch] += ct_cpu_select(ao[ch] == base + ch, dyo[ch], 0.0f);
+                        else
+                            for (int ch = 0; ch < c; ch++) dxi[ch] = ct_cpu_select(ao[ch] == base + ch, dyo[ch], 0.0f);
+                    }
+                }
+            }
+        }
+    }
+}
+
 // dy, argmax: (n, oh, ow, c); dx: (n, h, w, c) = (+= with accumulate) dy routed to each window's
 // maximum
 void ct_cpu_maxpool_backward(const ct_window_geom *g, const float *dy, const int32_t *argmax, float *dx,
                              int accumulate)
 {
+    if (windows_tile(g)) {
+        maxpool_backward_tiled(g, dy, argmax, dx, accumulate);
+        return;
+    }
     const size_t per_out = (size_t)g->oh * g->ow * g->c;
-    /* a scatter: the first writer clears the batch's samples, which windows may not all reach */
-    if (!accumulate)
-        memset(dx, 0, (size_t)g->n * sample_size(g) * sizeof(float));
-    /* overlapping windows can route to the same input, but only within a sample */
+    /* overlapping windows can route to the same input, but only within a sample: a sample is one
+     * thread's. A scatter, so the first writer clears the sample first (windows may not reach
+     * every cell), on the thread that then scatters into it while it is in that core's cache. */
 #pragma omp parallel for schedule(static)
     for (int s = 0; s < g->n; s++) {
         float *dxs = dx + s * sample_size(g);
         const float *dys = dy + s * per_out;
         const int32_t *as = argmax + s * per_out;
+        if (!accumulate)
+            memset(dxs, 0, sample_size(g) * sizeof(float));
         for (size_t i = 0; i < per_out; i++) {
             if (as[i] >= 0) dxs[as[i]] += dys[i];
         }
@@ -124,12 +166,11 @@ void ct_cpu_avgpool_forward(const ct_window_geom *g, const float *x, float *y)
 void ct_cpu_avgpool_backward(const ct_window_geom *g, const float *dy, float *dx, int accumulate)
 {
     const int c = g->c;
-    /* a scatter, as maxpool's */
-    if (!accumulate)
-        memset(dx, 0, (size_t)g->n * sample_size(g) * sizeof(float));
 #pragma omp parallel for schedule(static)
     for (int s = 0; s < g->n; s++) {
         float *dxs = dx + s * sample_size(g);
+        if (!accumulate)   /* a scatter, as maxpool's */
+            memset(dxs, 0, sample_size(g) * sizeof(float));
         for (int oy = 0; oy < g->oh; oy++) {
             for (int ox = 0; ox < g->ow; ox++) {
                 const float *dyo = dy + (((size_t)s * g->oh + oy) * g->ow + ox) * c;
