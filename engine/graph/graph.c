@@ -88,6 +88,23 @@ static ct_status check_output(ct_graph *g, const char *file, ct_err *err)
     return CT_OK;
 }
 
+/* A gradient at a layer's output is worth computing only if some parameter lies at or before the
+ * layer: below the first parameterised layers (the data, a flatten or pooling of it) nothing would
+ * read it. For an MLP that is the first dense layer's input gradient, a product as large as its
+ * forward. Producers come before their consumers in the layer list. */
+static void mark_learning(ct_graph *g)
+{
+    for (int i = 0; i < g->n_layers; i++) {
+        ct_layer *l = &g->layers[i];
+        l->learns = l->w_count + l->b_count > 0;
+        for (int k = 0; k < l->n_in; k++) {
+            int p = l->in[k];
+            l->wants_dx[k] = p != CT_INPUT_NODE && g->layers[p].learns;
+            l->learns |= l->wants_dx[k];
+        }
+    }
+}
+
 ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int classes, ct_err *err)
 {
     memset(g, 0, sizeof *g);
@@ -124,6 +141,7 @@ ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int 
         g->n_state += l->state_count;
     }
     assign_dtypes(g);
+    mark_learning(g);
     return check_output(g, cfg->file, err);
 }
 
@@ -234,11 +252,11 @@ static ct_status bind_layers(ct_graph *g, ct_err *err)
         for (int k = 0; k < l->n_in; k++) {
             int p = l->in[k];
             l->x[k] = p == CT_INPUT_NODE ? &g->x : g->layers[p].y;
-            l->dx[k] = p == CT_INPUT_NODE ? NULL : g->layers[p].dy;
+            l->dx[k] = l->wants_dx[k] ? g->layers[p].dy : NULL;
         }
         if (aliases_input(l)) {
             l->y = slot(g, ct_tensor_make(l->x[0]->data, l->dtype, n, l->out));
-            l->dy = slot(g, ct_tensor_make(l->dx[0]->data, l->dtype, n, l->out));
+            l->dy = slot(g, ct_tensor_make(g->layers[l->in[0]].dy->data, l->dtype, n, l->out));
         } else {
             l->y = slot(g, own_tensor(g, l->dtype, n, l->out));
             char *grads = (char *)g->act_grads.data + offset[i];

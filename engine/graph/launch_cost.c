@@ -72,11 +72,11 @@ static double peak_flops(const ct_layer *l, const ct_gpu_model *m)
     return l->type == CT_LAYER_CONV2D ? m->tf32_flops : m->fp32_flops;
 }
 
-/* Input k gets a gradient from this layer unless it is the network's input (what ct_graph_bind
- * binds as dx[k]). */
+/* Input k gets a gradient from this layer where its producer learns (what ct_graph_bind binds as
+ * dx[k]). */
 static int gives_dx(const ct_layer *l, int k)
 {
-    return l->in[k] != CT_INPUT_NODE;
+    return l->wants_dx[k];
 }
 
 static int dx_count(const ct_layer *l)

@@ -36,6 +36,10 @@ typedef struct ct_layer {
                                       * or the output layer (ct_graph_build) */
     int touches_half;                /* the layer or one of its producers is half (ct_graph_build):
                                       * the CPU runs it through its half path */
+    int learns;                      /* it or a layer before it has parameters (ct_graph_build): only
+                                      * then does backward deliver a gradient to its output */
+    int wants_dx[CT_MAX_INPUTS];     /* backward computes the gradient at input k: its producer
+                                      * learns (not the data, not a flatten of it) */
 
     /* convolution and pooling geometry (kernel, stride, leading pads) */
     int kh, kw, stride, pad_t, pad_l;

@@ -17,8 +17,9 @@ representable in float64), and compares:
 - the batch-norm running mean and variance the training forward left.
 
 Each tensor must agree within 1e-5 relative, norm-wise. The data has no gradient in cutrain (its
-first layer computes none), so the gradient at the input is not compared; the gradient at the
-first layer's output is.
+first layer computes none), so the gradient at the input is not compared. Nor is the gradient at
+the output of a layer with no parameter at or before it (a flatten of the data): cutrain computes
+none there, as nothing would read it, and the check is that it dumped none.
 
 The network here is not tools/torch_cpu_peer.py's: that one is PyTorch as its users write it, for
 speed (symmetric `same` padding, NCHW flattening, its own initialisation and dropout draws); this
@@ -238,12 +239,25 @@ def crosscheck(torch, config, folder, path, worst):
 
     compare("loss", "softmax cross-entropy", dumped["loss"].reshape(-1), loss.detach().reshape(-1))
     compare("evaluation logits", "evaluation forward", dumped["eval_logits"].reshape(logits.shape), eval_logits)
+    learns, last = {}, None   # a parameter at or before the layer: cutrain computes its gradient
     for name, keys in layers:
         kind = keys["type"]
         if kind in ("dense", "conv2d", "add", "activation"):
             kind += " " + keys.get("activation", "linear")
+        srcs = [s.strip() for s in keys["inputs"].split(",")] if "inputs" in keys else \
+            [keys["input"]] if "input" in keys else [last]
+        learns[name] = any(key.startswith(name + ".") for key in params) or \
+            any(s is not None and learns[s] for s in srcs)
+        last = name
         y = outs[name]
         compare("[%s] output" % name, kind, dumped[name + ".y"], nhwc(y.detach()))
+        if not learns[name]:
+            if name + ".dy" in dumped:
+                fail("%s: [%s] has no parameter at or before it, yet a gradient at its output was dumped" % (tag, name))
+            continue
+        if name + ".dy" not in dumped:
+            fail("%s: [%s] learns, but no gradient at its output was dumped" % (tag, name))
+            continue
         dy = y.grad if y.grad is not None else torch.zeros_like(y)
         compare("[%s] gradient at the output" % name, kind, dumped[name + ".dy"], nhwc(dy), True)
         for suffix in ("weight", "bias"):

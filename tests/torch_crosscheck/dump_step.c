@@ -8,7 +8,8 @@
  *   tensors.safetensors  input (n, h, w, c) as the trainer stages it, labels (n), loss (1: the
  *                        batch's mean), eval_logits (n, classes: a forward in evaluation mode after
  *                        the step's), and per layer <layer>.y (its output), <layer>.dy (the loss's
- *                        gradient at that output) and, for dropout, <layer>.mask (1 kept, 0 dropped)
+ *                        gradient at that output, where a parameter lies at or before the layer:
+ *                        elsewhere backward computes none) and, for dropout, <layer>.mask (1 kept, 0 dropped)
  *
  * All three are written by the export's safetensors writer (ct_export_safetensors, whose names and
  * layouts docs/export.md gives, and ct_safetensors_write), so the Python side reads one format and
@@ -205,7 +206,8 @@ static ct_status write_tensors(ct_replica *r, const capture *c, double loss, con
     for (int i = 0; i < g->n_layers; i++) {
         const ct_layer *l = &g->layers[i];
         add_tensor(t, &k, l->cfg->name, "y", c->y[i], n, l->out);
-        add_tensor(t, &k, l->cfg->name, "dy", c->dy[i], n, l->out);
+        if (l->learns)   /* below the first parameters backward computes no gradient */
+            add_tensor(t, &k, l->cfg->name, "dy", c->dy[i], n, l->out);
         if (c->mask[i])
             add_tensor(t, &k, l->cfg->name, "mask", c->mask[i], n, l->out);
     }
