@@ -106,10 +106,12 @@ static void test_verdicts(void)
     CHECK(ct_contains(es.time_verdict, "input-bound: 25% waiting for input; raise workers"));
     es = (ct_epoch_stats){.input_on_caller = 1};   /* the advice follows the pipeline the stats name */
     ct_time_split_fill(&acc, 4.0, &es);
-    CHECK_MSG(ct_contains(es.time_verdict, "input-bound: 25% waiting for input; set workers = N"), "%s", es.time_verdict);
+    CHECK_MSG(ct_contains(es.time_verdict, "input-bound: 25% waiting for input; set workers = N"), "%s",
+              es.time_verdict);
     es = (ct_epoch_stats){0};
     ct_time_split_fill(&acc, 4.0, &es);
-    CHECK_MSG(ct_contains(es.time_verdict, "input-bound: 25% waiting for input; use pipeline = parallel"), "%s", es.time_verdict);
+    CHECK_MSG(ct_contains(es.time_verdict, "input-bound: 25% waiting for input; use pipeline = parallel"), "%s",
+              es.time_verdict);
     acc.device_busy = 3.0;
     ct_time_split_fill(&acc, 4.0, &es);
     CHECK_NEAR(es.time_split.device_busy, 0.75, 1e-12);

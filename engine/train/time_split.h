@@ -33,7 +33,7 @@ void ct_time_split_fill(const ct_time_acc *acc, double wall, ct_epoch_stats *es)
 /* How the batches were made, for the verdict's advice when input bounds the step. */
 typedef enum ct_input_mode {
     CT_INPUT_SYNC,       /* pipeline = sync: made on the trainer's thread, one thread */
-    CT_INPUT_ON_CALLER,  /* workers = auto on the CPU: made on the trainer's thread by its OpenMP team */
+    CT_INPUT_ON_CALLER,  /* workers = auto on the CPU: made on the trainer's thread between steps */
     CT_INPUT_WORKERS,    /* by input workers ahead of the step */
 } ct_input_mode;
 
