@@ -81,12 +81,15 @@ int cli_on_epoch(const ct_epoch_stats *s, void *user)
             printf(" (loss scale %g, %ld steps skipped)", s->loss_scale, s->skipped_steps);
         if (s->bad_images > 0)
             printf(" (%ld bad image%s replaced)", s->bad_images, s->bad_images == 1 ? "" : "s");
-        if (s->input_wait_share >= 0.05 && s->input_on_caller)
-            printf(" (%s: %.0f%% of the time waiting for input, batches made on the trainer's thread)",
-                   ct_input_verdict(s->input_wait_share), 100.0 * s->input_wait_share);
-        else if (s->input_wait_share >= 0.05)
-            printf(" (%s: %.0f%% of the time waiting for input, %d workers)", ct_input_verdict(s->input_wait_share),
-                   100.0 * s->input_wait_share, s->input_workers);
+        if (s->input_wait_share >= 0.05) {
+            char maker[48];
+            if (s->input_on_caller)
+                snprintf(maker, sizeof maker, "batches made on the trainer's thread");
+            else
+                snprintf(maker, sizeof maker, "%d workers", s->input_workers);
+            printf(" (%s: %.0f%% of the time waiting for input, %s)", ct_input_verdict(s->input_wait_share),
+                   100.0 * s->input_wait_share, maker);
+        }
         if (s->gpu_util >= 0)
             printf(" GPU %.0f%%", s->gpu_util);
         if (s->gpu_mem_mib >= 0)
