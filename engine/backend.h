@@ -226,17 +226,20 @@ struct ct_backend {
 void ct_backend_add_note(ct_backend *be, const char *text);
 
 /* What a backend takes from [train] when it is created (the registry passes it on; the CPU's
- * backend takes none of it). */
+ * backend reads allow_winograd alone). */
 typedef struct ct_backend_options {
     int capture;             /* 1: run_step captures and replays (CUDA graphs) */
     int allow_tf32;          /* 1: cuDNN convolutions may use TF32 (PyTorch's default); matrix
                               * products stay in full fp32 either way, as PyTorch's do */
     int deterministic;       /* 1: cuDNN convolutions run deterministic algorithms where one
                               * fits ([train] deterministic); 0: the fastest */
+    int allow_winograd;      /* 1: the CPU's 3x3 stride-1 convolutions may run Winograd's
+                              * F(4x4, 3x3) ([train] winograd) */
 } ct_backend_options;
 
-/* The CPU backend on dev (a CPU device), which every build has; a GPU's comes from the registry
- * (registry.h). */
-ct_status ct_cpu_backend_create(ct_backend **out, ct_device *dev, ct_err *err);
+/* The CPU backend on dev (a CPU device), which every build has, with opt (NULL: every option off,
+ * the direct convolutions that the GPU parity tests take as their reference); a GPU's comes from
+ * the registry (registry.h). */
+ct_status ct_cpu_backend_create(ct_backend **out, ct_device *dev, const ct_backend_options *opt, ct_err *err);
 
 #endif

@@ -92,7 +92,7 @@ static inline ct_status ct_gpu_test_open(ct_backend **be, const ct_backend_optio
     *be = NULL;
     ct_status st = opt ? ct_cuda_device_create(&dev, 0, err) : ct_cpu_device_create(&dev, err);
     if (st == CT_OK)
-        st = opt ? ct_cuda_backend_create(be, dev, opt, err) : ct_cpu_backend_create(be, dev, err);
+        st = opt ? ct_cuda_backend_create(be, dev, opt, err) : ct_cpu_backend_create(be, dev, NULL, err);
     if (st != CT_OK && dev)
         dev->ops->destroy(dev);
     return st;

@@ -253,6 +253,7 @@ static void test_synthetic_and_defaults(void)
     CHECK(t->capture == -1 && t->seed == 42 && t->threads == 0);
     CHECK(t->deterministic == 0);
     CHECK(t->tf32 == 1);  /* PyTorch's cuDNN default */
+    CHECK(t->winograd == 1);
     /* the batch: a number; max and auto keep 10% free, go up to the training set, measure 30 s; auto
      * leaves at least 200 steps an epoch */
     CHECK(t->batch_mode == CT_BATCH_FIXED && t->batch_line == 0);
@@ -324,12 +325,13 @@ static void test_set(void)
     CHECK(ct_ini_set(&ini, "data.pipeline", "sync", &err) == CT_OK);
     CHECK(ct_ini_set(&ini, "train.deterministic", "on", &err) == CT_OK);
     CHECK(ct_ini_set(&ini, "train.tf32", "off", &err) == CT_OK);
+    CHECK(ct_ini_set(&ini, "train.winograd", "off", &err) == CT_OK);
     ct_status st = ct_config_load(&cfg, &ini, &err);
     CHECK_MSG(st == CT_OK, "%s", err.msg);
     if (st == CT_OK) {
         CHECK(cfg.train.batch == 128 && cfg.train.epochs == 2 && cfg.layers[0].filters == 8);
         CHECK(cfg.data.workers == 8 && cfg.data.pipeline == CT_PIPELINE_SYNC);
-        CHECK(cfg.train.deterministic == 1 && cfg.train.tf32 == 0);
+        CHECK(cfg.train.deterministic == 1 && cfg.train.tf32 == 0 && cfg.train.winograd == 0);
         ct_config_free(&cfg);
     }
     CHECK(ct_ini_set(&ini, "train.deterministic", "off", &err) == CT_OK);

@@ -2,7 +2,8 @@
  * which test_cpu_ops checks against direct loops and finite differences), on the same random
  * inputs: forward with the bias and a fused relu / leaky, input gradients written and added to,
  * weight and bias gradients; each within 1e-5 of the largest value, a NaN never passing; on the
- * plan's thread count and on one thread. Also that the primitives are reused, that the workspace
+ * plan's thread count and on one thread; with Winograd allowed and not, and that it runs exactly
+ * where it may (3x3, stride 1, channels in sixteens). Also that the primitives are reused, that the workspace
  * the plan is told of is enough and one byte less is refused, and, in a build without oneDNN,
  * that its stubs decline every convolution. */
 #include <omp.h>
@@ -47,21 +48,41 @@ static ct_window_geom geom(const spec *s)
     return g;
 }
 
+/* 1 where oneDNN's Winograd kernels run: x86-64 with AVX-512 (its avx512_core kernels) */
+static int wino_cpu(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#else
+    return 0;
+#endif
+}
+
 static void apply(ct_activation act, float *y, size_t n)
 {
     ct_cpu_activation_forward(act, y, y, n);
 }
 
-static void test_case(ct_cpu_dnnl *d, const spec *s, ct_activation act, int seed)
+static void test_case(ct_cpu_dnnl *d, const spec *s, ct_activation act, int winograd, int seed)
 {
     ct_rng rng = {(uint64_t)seed};
     ct_window_geom g = geom(s);
-    ct_cpu_dnnl_conv c = {g, s->bias, act, 1};
+    ct_cpu_dnnl_conv c = {g, s->bias, act, 1, winograd};
     size_t bytes = 0;
     int taken = ct_cpu_dnnl_conv2d_workspace(d, &c, &bytes);
 #ifdef CUTRAIN_HAVE_ONEDNN
     /* every convolution of the model zoo's shapes is oneDNN's */
     CHECK_MSG(taken, "oneDNN declined %s", s->name);
+    /* Winograd where allowed on its shapes (oneDNN 2.x has it for every x86-64 with AVX-512;
+     * elsewhere the direct kernels serve) and its forward takes the activation (relu, not leaky:
+     * then the direct forward, beside a Winograd backward), never where not allowed */
+    const char *algo = ct_cpu_dnnl_conv2d_algorithm(d, &c);
+    int wino_shape = s->k == 3 && s->stride == 1 && s->c % 16 == 0 && s->f % 16 == 0 && act != CT_ACT_LEAKY;
+    CHECK_MSG(algo && strcmp(algo, winograd && wino_shape && wino_cpu() ? "winograd" : "direct") == 0,
+              "%s (%s, winograd %s): ran %s", s->name, ct_activation_names[act], winograd ? "on" : "off",
+              algo ? algo : "nothing");
 #else
     CHECK(!taken && bytes == 0);
 #endif
@@ -71,8 +92,9 @@ static void test_case(ct_cpu_dnnl *d, const spec *s, ct_activation act, int seed
     size_t ny = (size_t)g.n * g.oh * g.ow * g.f;
     float *x = floats(nx), *w = floats(nw), *b = floats(g.f), *dy = floats(ny);
     float *y_ref = floats(ny), *y = floats(ny), *ws_ref = floats(ct_cpu_conv2d_workspace(&g));
-    /* oneDNN's workspace exactly as large as it asked for: ASan catches a byte beyond */
-    void *ws = malloc(bytes ? bytes : 1);
+    /* oneDNN's workspace exactly as large as it asked for (a multiple of 64 bytes): ASan catches
+     * a byte beyond; aligned as the backend's, which Winograd's kernels need */
+    void *ws = aligned_alloc(64, bytes ? bytes : 64);
     fill(x, nx, &rng), fill(w, nw, &rng), fill(b, g.f, &rng), fill(dy, ny, &rng);
     const float *bias = s->bias ? b : NULL;
     ct_err err = {0};
@@ -149,6 +171,9 @@ int main(void)
         {"1x1 stride 2 (shortcut)",     2, 8, 8, 16, 32, 1, 2, 0, 0},
         {"1x1",                         2, 5, 5, 7, 3, 1, 1, 0, 1},
         {"odd channels",                2, 7, 6, 5, 7, 3, 1, 1, 1},
+        {"resnet 3x3, 64 channels",     2, 8, 8, 64, 64, 3, 1, 1, 0},
+        {"3x3 16 -> 32, odd size",      3, 7, 9, 16, 32, 3, 1, 1, 1},
+        {"3x3 valid, 32 channels",      2, 10, 10, 32, 32, 3, 1, 0, 1},
     };
     static const ct_activation acts[] = {CT_ACT_LINEAR, CT_ACT_RELU, CT_ACT_LEAKY, CT_ACT_TANH};
     /* the plan's primitives (one thread per processor), then a step on one thread, whose primitives
@@ -158,7 +183,7 @@ int main(void)
         omp_set_num_threads(threads);
         for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
             for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++)
-                test_case(d, &specs[i], acts[a], seed++);
+                for (int winograd = 0; winograd <= 1; winograd++) test_case(d, &specs[i], acts[a], winograd, seed++);
     }
     ct_cpu_dnnl_destroy(d);
     return ct_test_done();

@@ -131,7 +131,7 @@ static void test_graph_forgets(void)
     if (st == CT_OK)
         st = ct_cpu_device_create(&dev, &err);
     if (st == CT_OK)
-        st = ct_cpu_backend_create(&be, dev, &err);
+        st = ct_cpu_backend_create(&be, dev, NULL, &err);
     CHECK_MSG(st == CT_OK, "%s", err.msg);
     if (st != CT_OK) {
         if (dev)

@@ -237,7 +237,8 @@ static ct_status apply_memory(ct_net *net, ct_device *dev)
 /* [train]'s options for a backend. */
 static ct_backend_options backend_options(const ct_train_config *t)
 {
-    return (ct_backend_options){.capture = t->capture != 0, .allow_tf32 = t->tf32 != 0, .deterministic = t->deterministic};
+    return (ct_backend_options){.capture = t->capture != 0, .allow_tf32 = t->tf32 != 0,
+                                .deterministic = t->deterministic, .allow_winograd = t->winograd != 0};
 }
 
 /* The ordinals `devices` names among `count` visible GPUs (all: every one), or -1 after failing
@@ -332,8 +333,9 @@ static ct_status open_cpu(ct_net *net, ct_device **dev, ct_backend **be)
     ct_status st = ct_cpu_device_create(dev, &net->run.err);
     if (st == CT_OK)
         st = apply_memory(net, *dev);
+    ct_backend_options opt = backend_options(&net->run.cfg.train);
     if (st == CT_OK)
-        st = ct_cpu_backend_create(be, *dev, &net->run.err);
+        st = ct_cpu_backend_create(be, *dev, &opt, &net->run.err);
     if (st == CT_OK && net->run.cfg.train.memory == CT_MEMORY_PREALLOCATE)
         ct_backend_add_note(*be, "memory = preallocate acts as grow on the CPU: reserving the free host memory "
                                  "would take it from every other process");
@@ -949,7 +951,8 @@ static ct_status plan_backend(ct_net *net, ct_device **dev, ct_backend **be, int
         }
     }
     ct_status st = ct_cpu_device_create(dev, &net->run.err);
-    return st == CT_OK ? ct_cpu_backend_create(be, *dev, &net->run.err) : st;
+    ct_backend_options opt = backend_options(&net->run.cfg.train);
+    return st == CT_OK ? ct_cpu_backend_create(be, *dev, &opt, &net->run.err) : st;
 }
 
 /* max_batch, budget and exceeds_cap of *info (whose total is the plan at info->batch), against

@@ -242,7 +242,7 @@ static const ct_backend_ops cpu_ops = {
     .destroy = cpu_destroy,
 };
 
-ct_status ct_cpu_backend_create(ct_backend **out, ct_device *dev, ct_err *err)
+ct_status ct_cpu_backend_create(ct_backend **out, ct_device *dev, const ct_backend_options *opt, ct_err *err)
 {
     if (!dev || !dev->host_memory)
         return ct_fail(err, CT_ERR_USAGE, "the CPU backend needs a device with host memory (ct_cpu_device_create)");
@@ -265,6 +265,7 @@ ct_status ct_cpu_backend_create(ct_backend **out, ct_device *dev, ct_err *err)
     for (uint32_t h = 0; h < 65536; h++)
         f16[h] = ct_f32_from_f16((uint16_t)h);
     st->f16_values = f16;
+    st->winograd = opt && opt->allow_winograd;
     be->ops = &cpu_ops;
     be->dev = dev;
     be->impl = st;

@@ -143,9 +143,10 @@ void ct_cpu_conv2d_backward(const ct_window_geom *g, const float *x, const float
 }
 
 /* The layer as oneDNN's path sees it (cpu/onednn.h). */
-static ct_cpu_dnnl_conv dnnl_conv_of(const ct_layer *l, int n)
+static ct_cpu_dnnl_conv dnnl_conv_of(ct_backend *be, const ct_layer *l, int n)
 {
-    ct_cpu_dnnl_conv c = {ct_layer_window(l, n), l->b_count > 0, l->act, l->in[0] != CT_INPUT_NODE};
+    ct_cpu_dnnl_conv c = {ct_layer_window(l, n), l->b_count > 0, l->act, l->in[0] != CT_INPUT_NODE,
+                          ct_cpu_of(be)->winograd};
     /* a pre-activation kept apart (gelu) is the convolution's output, the activation a pass of its own */
     if (ct_layer_keeps_preactivation(l))
         c.act = CT_ACT_LINEAR;
@@ -157,7 +158,7 @@ static ct_cpu_dnnl_conv dnnl_conv_of(const ct_layer *l, int n)
  * reservation: the half path stages its tensors right after them (half.c). */
 static int on_dnnl(ct_backend *be, const ct_layer *l, int n, ct_cpu_dnnl_conv *c, size_t *bytes)
 {
-    *c = dnnl_conv_of(l, n);
+    *c = dnnl_conv_of(be, l, n);
     return ct_cpu_dnnl_conv2d_workspace(ct_cpu_of(be)->dnnl, c, bytes);
 }
 
@@ -166,6 +167,16 @@ int ct_cpu_conv2d_on_onednn(ct_backend *be, const ct_layer *l, int n)
     ct_cpu_dnnl_conv c;
     size_t bytes;
     return on_dnnl(be, l, n, &c, &bytes);
+}
+
+const char *ct_cpu_conv2d_path(ct_backend *be, const ct_layer *l, int n)
+{
+    ct_cpu_dnnl_conv c;
+    size_t bytes;
+    if (!on_dnnl(be, l, n, &c, &bytes))
+        return "im2col";
+    const char *algo = ct_cpu_dnnl_conv2d_algorithm(ct_cpu_of(be)->dnnl, &c);
+    return algo && strcmp(algo, "winograd") == 0 ? "winograd" : "onednn";
 }
 
 /* The bytes a pass may use: its own part, within what reserve took. */

@@ -14,6 +14,7 @@ typedef struct ct_cpu_state {
                               * scratchpads and weight copies */
     size_t workspace_bytes;  /* reserved */
     ct_cpu_dnnl *dnnl;       /* oneDNN's engine and primitives; NULL without oneDNN (onednn.h) */
+    int winograd;            /* 1: oneDNN may run 3x3 convolutions as Winograd ([train] winograd) */
     float *scratch;          /* (n, largest layer output): gradient before a fused activation */
     ct_step_scalars step;    /* of the step being run */
     ct_scaler scaler;        /* fp16's loss scaler, with loss_scaling on */
@@ -34,8 +35,10 @@ static inline size_t ct_cpu_out_count(const ct_layer *l, int n) { return (size_t
 CT_LAYER_TYPES(CT_CPU_DECLARE_OPS)
 #undef CT_CPU_DECLARE_OPS
 /* 1 when conv2d layer l runs on oneDNN at batch n, 0 on im2col (conv2d.c): what its passes ask,
- * for the tests that must know which path they checked. */
+ * for the tests that must know which path they checked; ct_cpu_conv2d_path names it: "im2col",
+ * "onednn" (its direct kernels) or "winograd" (oneDNN's, in the forward). */
 int ct_cpu_conv2d_on_onednn(ct_backend *be, const ct_layer *l, int n);
+const char *ct_cpu_conv2d_path(ct_backend *be, const ct_layer *l, int n);
 /* Any type: its fp32 ops on fp32 copies of the layer's fp16 / bf16 tensors (half.c). */
 extern const ct_layer_ops ct_cpu_half_ops;
 

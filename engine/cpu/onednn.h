@@ -27,6 +27,8 @@ typedef struct ct_cpu_dnnl_conv {
     int bias;                /* the layer has a bias */
     ct_activation act;       /* fused into the output when relu or leaky, else the caller applies it */
     int input_grad;          /* the layer computes dx (its input is not the data) */
+    int winograd;            /* 1: a 3x3 stride-1 convolution with channels in sixteens may run
+                              * Winograd's F(4x4, 3x3) ([train] winograd) */
 } ct_cpu_dnnl_conv;
 
 #ifdef CUTRAIN_HAVE_ONEDNN
@@ -40,6 +42,9 @@ void ct_cpu_dnnl_destroy(ct_cpu_dnnl *d);
 int ct_cpu_dnnl_conv2d_workspace(ct_cpu_dnnl *d, const ct_cpu_dnnl_conv *c, size_t *bytes);
 /* 1 when the fused activation (relu, leaky) is applied by the convolution's output pass. */
 int ct_cpu_dnnl_fuses(ct_activation act);
+/* "winograd" or "direct": the algorithm of c's forward as the plan made it; NULL when oneDNN
+ * does not take c. */
+const char *ct_cpu_dnnl_conv2d_algorithm(ct_cpu_dnnl *d, const ct_cpu_dnnl_conv *c);
 
 // x: (n, h, w, c); w: (f, kh, kw, c); b: (f) or NULL; y: (n, oh, ow, f) = conv + b, then the
 // activation where ct_cpu_dnnl_fuses; ws: ws_bytes of workspace
@@ -70,6 +75,11 @@ static inline int ct_cpu_dnnl_fuses(ct_activation act)
 {
     (void)act;
     return 0;
+}
+static inline const char *ct_cpu_dnnl_conv2d_algorithm(ct_cpu_dnnl *d, const ct_cpu_dnnl_conv *c)
+{
+    (void)d; (void)c;
+    return NULL;
 }
 static inline ct_status ct_cpu_dnnl_conv2d_forward(ct_cpu_dnnl *d, const ct_cpu_dnnl_conv *c, const float *x,
                                                    const float *w, const float *b, float *y, void *ws,

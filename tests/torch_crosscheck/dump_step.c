@@ -168,7 +168,7 @@ static void add_tensor(ct_st_tensor *t, size_t *n, const char *layer, const char
     snprintf(e->name, sizeof e->name, "%s%s%s", layer, *layer ? "." : "", what);
 }
 
-/* Which path ran each convolution, "c1=onednn,c2=im2col", as the backend decides it. */
+/* Which path ran each convolution, "c1=onednn,c2=winograd,c3=im2col", as the backend decides it. */
 static void conv_paths(ct_backend *be, const ct_graph *g, int n, char *text, size_t size)
 {
     size_t used = 0;
@@ -177,7 +177,7 @@ static void conv_paths(ct_backend *be, const ct_graph *g, int n, char *text, siz
         const ct_layer *l = &g->layers[i];
         if (l->type != CT_LAYER_CONV2D)
             continue;
-        const char *path = ct_cpu_conv2d_on_onednn(be, l, n) ? "onednn" : "im2col";
+        const char *path = ct_cpu_conv2d_path(be, l, n);
         int w = snprintf(text + used, size - used, "%s%s=%s", used ? "," : "", l->cfg->name, path);
         used += w > 0 && (size_t)w < size - used ? (size_t)w : 0;
     }
