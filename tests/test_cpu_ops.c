@@ -954,7 +954,7 @@ static void test_adam(void)
     }
 }
 
-/* The matrix product, as the backend uses it (OpenBLAS when built with it) and the fallback loop
+/* The matrix product, as the backend uses it (oneDNN or OpenBLAS when built with them) and the loop
  * nest, against a double-precision triple loop: every transpose, beta 0 (C holding NaN, which must
  * not be read) and beta 1, padded leading dimensions, sizes that fill no vector evenly. */
 static void test_gemm_case(int ta, int tb, int m, int n, int k, float beta, ct_rng *rng)

@@ -1,6 +1,9 @@
-/* ct_cpu_sgemm: OpenBLAS when the build has it, else the loop nest below. */
+/* ct_cpu_sgemm: oneDNN's sgemm when the build has it, else OpenBLAS's, else the loop nest below. */
 #include <stddef.h>
 
+#ifdef CUTRAIN_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
 #ifdef CUTRAIN_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
@@ -47,6 +50,14 @@ void ct_cpu_sgemm_reference(int trans_a, int trans_b, int m, int n, int k, float
 void ct_cpu_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                   const float *b, int ldb, float beta, float *c, int ldc)
 {
+#ifdef CUTRAIN_HAVE_ONEDNN
+    /* Row-major, as ours. On the dense layers' shapes it took 0.6-0.8 of OpenBLAS's time for the
+     * gradients and most forwards (gemm.h); it fails only on arguments no caller passes, and then
+     * the next product below answers instead. */
+    if (dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) ==
+        dnnl_success)
+        return;
+#endif
 #ifdef CUTRAIN_HAVE_OPENBLAS
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
                 alpha, a, lda, b, ldb, beta, c, ldc);
