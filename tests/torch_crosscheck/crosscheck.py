@@ -240,10 +240,13 @@ def crosscheck(torch, config, folder, path, worst):
     compare("loss", "softmax cross-entropy", dumped["loss"].reshape(-1), loss.detach().reshape(-1))
     compare("evaluation logits", "evaluation forward", dumped["eval_logits"].reshape(logits.shape), eval_logits)
     learns, last = {}, None   # a parameter at or before the layer: cutrain computes its gradient
+    ran = dict(e.split("=") for e in filter(None, meta.get("conv_paths", "").split(",")))
     for name, keys in layers:
         kind = keys["type"]
         if kind in ("dense", "conv2d", "add", "activation"):
             kind += " " + keys.get("activation", "linear")
+        if ran.get(name) == "winograd":
+            kind += " (winograd)"   # its error apart from the direct kernels'
         srcs = [s.strip() for s in keys["inputs"].split(",")] if "inputs" in keys else \
             [keys["input"]] if "input" in keys else [last]
         learns[name] = any(key.startswith(name + ".") for key in params) or \
