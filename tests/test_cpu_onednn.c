@@ -48,6 +48,7 @@ static ct_window_geom geom(const spec *s)
     return g;
 }
 
+#ifdef CUTRAIN_HAVE_ONEDNN
 /* 1 where oneDNN's Winograd kernels run: x86-64 with AVX-512 (its avx512_core kernels) */
 static int wino_cpu(void)
 {
@@ -59,6 +60,7 @@ static int wino_cpu(void)
     return 0;
 #endif
 }
+#endif
 
 static void apply(ct_activation act, float *y, size_t n)
 {
