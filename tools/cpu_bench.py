@@ -17,6 +17,7 @@ Python 3's standard library only; the peer needs PyTorch (Debian: apt-get instal
 
   python3 tools/cpu_bench.py --rounds 3 --threads 2
   python3 tools/cpu_bench.py --models fmnist_cnn:256 --rounds 5
+  python3 tools/cpu_bench.py --models cifar_resnet18 --set train.winograd=off
   python3 tools/cpu_bench.py --time-to-accuracy --seeds 1,2,3 --threads 2
 """
 import argparse
@@ -58,6 +59,9 @@ def parse_args():
     ap.add_argument("--train-limit", type=int, default=0, help="time to accuracy: the first N training images only")
     ap.add_argument("--test-limit", type=int, default=0, help="time to accuracy: the first N test images only")
     ap.add_argument("--json", default="", help="also write every figure to this file")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=V",
+                    help="a config override for cutrain alone (repeatable), e.g. train.winograd=off for the "
+                         "direct convolutions, PyTorch's arithmetic")
     return ap.parse_args()
 
 
@@ -97,6 +101,8 @@ def cutrain_args(a, model, tmp):
     """`--config` and the --set options that give cutrain the data and threads the peer gets."""
     path = config_path(model)
     sets = ["--devices", "cpu", "--set", f"train.threads={a.threads}"]
+    for kv in a.set:
+        sets += ["--set", kv]
     if a.cifar and not is_idx(path):
         path = cifar_config(model, a.cifar, tmp)
     elif is_idx(path):
@@ -157,8 +163,8 @@ def throughput(a, tmp):
         rows.append((model, int(batch) if batch else known[0], a.warmup if a.warmup >= 0 else known[1],
                      a.steps or known[2]))
     results = []
-    print(f"threads {a.threads}; cutrain {a.cutrain}; peer {a.python} tools/torch_cpu_peer.py; "
-          f"CIFAR: {a.cifar or 'synthetic (the config)'}", flush=True)
+    print(f"threads {a.threads}; cutrain {a.cutrain}{''.join(' --set ' + kv for kv in a.set)}; "
+          f"peer {a.python} tools/torch_cpu_peer.py; CIFAR: {a.cifar or 'synthetic (the config)'}", flush=True)
     print(f"{'model':16} {'batch':>5} {'round':>5} {'cutrain img/s':>14} {'pytorch img/s':>14} {'ratio':>7} "
           f"{'cutrain MiB':>12} {'pytorch MiB':>12}", flush=True)
     for model, batch, warmup, steps in rows:
@@ -281,7 +287,8 @@ def main():
         results = time_to_accuracy(a, tmp) if a.time_to_accuracy else throughput(a, tmp)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(dict(threads=a.threads, cifar=a.cifar or "synthetic", results=results), f, indent=1)
+            json.dump(dict(threads=a.threads, cifar=a.cifar or "synthetic", cutrain_sets=a.set, results=results), f,
+                      indent=1)
     return 0
 
 
