@@ -1,7 +1,8 @@
 /* The CPU backend's convolutions on oneDNN (Debian's libdnnl-dev), where the build found it
  * (CUTRAIN_ONEDNN): oneDNN's JIT kernels read NHWC directly, with no im2col copy of the batch,
  * fuse the bias and a relu / leaky activation into the output pass, and give the bias gradient
- * from the weight-gradient pass. It is to this backend what cuDNN is to the CUDA one; builds
+ * from the weight-gradient pass; 3x3 stride-1 convolutions of channels in sixteens may run its
+ * Winograd kernels (ct_cpu_dnnl_conv.winograd), through blocked copies in the workspace. It is to this backend what cuDNN is to the CUDA one; builds
  * without it (the GPU machine's) keep the im2col + GEMM path of conv2d.c, which also takes any
  * convolution oneDNN declines.
  *
