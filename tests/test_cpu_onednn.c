@@ -48,20 +48,6 @@ static ct_window_geom geom(const spec *s)
     return g;
 }
 
-#ifdef CUTRAIN_HAVE_ONEDNN
-/* 1 where oneDNN's Winograd kernels run: x86-64 with AVX-512 (its avx512_core kernels) */
-static int wino_cpu(void)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-#else
-    return 0;
-#endif
-}
-#endif
-
 static void apply(ct_activation act, float *y, size_t n)
 {
     ct_cpu_activation_forward(act, y, y, n);
@@ -82,7 +68,7 @@ static void test_case(ct_cpu_dnnl *d, const spec *s, ct_activation act, int wino
      * then the direct forward, beside a Winograd backward), never where not allowed */
     const char *algo = ct_cpu_dnnl_conv2d_algorithm(d, &c);
     int wino_shape = s->k == 3 && s->stride == 1 && s->c % 16 == 0 && s->f % 16 == 0 && act != CT_ACT_LEAKY;
-    CHECK_MSG(algo && strcmp(algo, winograd && wino_shape && wino_cpu() ? "winograd" : "direct") == 0,
+    CHECK_MSG(algo && strcmp(algo, winograd && wino_shape && ct_test_winograd_runs() ? "winograd" : "direct") == 0,
               "%s (%s, winograd %s): ran %s", s->name, ct_activation_names[act], winograd ? "on" : "off",
               algo ? algo : "nothing");
 #else

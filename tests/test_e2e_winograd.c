@@ -8,18 +8,6 @@
 
 #include "tests/e2e_common.h"
 
-/* 1 where the first run's conv2 runs Winograd (the rule of engine/cpu/onednn.c) */
-static int winograd_expected(void)
-{
-#if defined(CUTRAIN_HAVE_ONEDNN) && defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-#else
-    return 0;
-#endif
-}
-
 int main(void)
 {
     static const char *const on[] = {"data.train_limit", "12000", "train.epochs", "3", "train.threads", "2",
@@ -36,7 +24,7 @@ int main(void)
     CHECK_MSG(b.accuracy > 0.8, "the direct run reached only %.4f", b.accuracy);
     CHECK_MSG(fabs(a.accuracy - b.accuracy) <= 0.01, "winograd %.4f against direct %.4f: more than 0.01 apart",
               a.accuracy, b.accuracy);
-    if (winograd_expected())
+    if (ct_test_winograd_runs())
         CHECK_MSG(a.loss != b.loss, "winograd on and off gave the same test loss %.9g: Winograd did not run",
                   a.loss);
     else

@@ -58,6 +58,19 @@ static inline unsigned char *ct_slurp(const char *path, long *len)
     return buf;
 }
 
+/* 1 where oneDNN's Winograd kernels run: a build with oneDNN on x86-64 with AVX-512 (F, BW, VL,
+ * DQ: its avx512_core kernels); elsewhere 3x3 convolutions stay on the direct kernels. */
+static inline int ct_test_winograd_runs(void)
+{
+#if defined(CUTRAIN_HAVE_ONEDNN) && defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#else
+    return 0;
+#endif
+}
+
 static inline int ct_test_done(void)
 {
     printf("%d passed, %d failed\n", ct_test_passed, ct_test_failed);
