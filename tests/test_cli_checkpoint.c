@@ -22,8 +22,42 @@ static int count_files(const char *sub, const char *prefix)
     return n;
 }
 
-/* Starts training, sends `sig` after `ms` milliseconds; returns the exit code. */
-static int interrupt_training(const char *config, const char *ckdir, int sig, int ms)
+/* How many of the process's threads block SIGINT and SIGTERM (SigBlk in /proc/PID/task/T/status);
+ * *threads: how many there are. A stop signal must never run a handler on a computing thread:
+ * oneDNN's GEMM kernels (before 3.11.2) point rsp into the heap, where the frame would land. */
+static int threads_blocking_stops(pid_t pid, int *threads)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    int blocking = 0;
+    *threads = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char status[400], line[256];
+        snprintf(status, sizeof status, "%s/%s/status", path, e->d_name);
+        FILE *f = fopen(status, "r");
+        if (!f)
+            continue;   /* a thread that ended meanwhile */
+        while (fgets(line, sizeof line, f)) {
+            unsigned long long mask;
+            if (sscanf(line, "SigBlk: %llx", &mask) == 1) {
+                (*threads)++;
+                unsigned long long stops = (1ull << (SIGINT - 1)) | (1ull << (SIGTERM - 1));
+                blocking += (mask & stops) == stops;
+            }
+        }
+        fclose(f);
+    }
+    if (d)
+        closedir(d);
+    return blocking;
+}
+
+/* Starts training, sends `sig` after `ms` milliseconds; returns the exit code. With `threads`,
+ * first counts the threads and those that block the stop signals into threads[0] and [1]. */
+static int interrupt_training(const char *config, const char *ckdir, int sig, int ms, int threads[2])
 {
     pid_t pid = fork();
     if (pid == 0) {
@@ -36,6 +70,8 @@ static int interrupt_training(const char *config, const char *ckdir, int sig, in
     }
     struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&t, NULL);
+    if (threads)
+        threads[1] = threads_blocking_stops(pid, &threads[0]);
     kill(pid, sig);
     int status = 0;
     waitpid(pid, &status, 0);
@@ -106,10 +142,15 @@ int main(void)
               "the last checkpoint before the divergence does not load: %s", out);
 
     /* Ctrl-C and SIGTERM: finish the step, save, exit 128 + signal; then resume */
-    int rc = interrupt_training("long.ini", "int", SIGINT, 1500);
+    int rc = interrupt_training("long.ini", "int", SIGINT, 1500, NULL);
     CHECK_MSG(rc == 130, "SIGINT exit code %d", rc);
     CHECK(count_files("int", "ckpt-") == 1);
-    rc = interrupt_training("long.ini", "term", SIGTERM, 1500);
+    int threads[2] = {0, 0};
+    rc = interrupt_training("long.ini", "term", SIGTERM, 1500, threads);
+    /* all but the one in sigwait (the kernel unblocks what a thread waits for while it waits); the
+     * main thread and that one at least */
+    CHECK_MSG(threads[0] >= 2 && threads[1] == threads[0] - 1, "%d of %d threads block SIGINT and SIGTERM",
+              threads[1], threads[0]);
     CHECK_MSG(rc == 143, "SIGTERM exit code %d", rc);
     CHECK(count_files("term", "ckpt-") == 1);
     CHECK_MSG(run("--config long.ini --resume int --set train.epochs=1") == 0 &&

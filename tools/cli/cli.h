@@ -57,6 +57,20 @@ int cli_open_inference(const cli_options *opt, ct_net **out);
 int cli_fail(ct_net *net, ct_status status);
 int cli_exit_code(ct_status status);
 
+/* ---- Ctrl-C and SIGTERM during train (stop_signals.c) ---- */
+
+typedef struct cli_stop_signals cli_stop_signals;
+/* Blocks SIGINT and SIGTERM in this thread and so in every thread started after it, and starts the
+ * thread that takes them; call before anything starts a thread. Prints the failure and returns an
+ * exit code, or CLI_OK with *out set. */
+int cli_stop_signals_start(cli_stop_signals **out);
+/* The first stop signal that came (SIGINT or SIGTERM), 0 while none. */
+int cli_stop_signal(const cli_stop_signals *s);
+/* The run is open: from here a signal no longer interrupts the calling thread's waits. */
+void cli_stop_signals_opened(cli_stop_signals *s);
+/* Ends the thread; s may be NULL. */
+void cli_stop_signals_end(cli_stop_signals *s);
+
 /* ---- the options (options.c): one row each, in --help's order ---- */
 
 typedef enum cli_option_id {

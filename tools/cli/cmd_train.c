@@ -6,40 +6,11 @@
 
 #include "cli.h"
 
-/* The signal that asked to stop, 0 while none: a signal handler can only set a flag. */
-static volatile sig_atomic_t stop_signal;
-
-/* The first signal asks to stop after the step (and save); a second ends the process at once, with
- * one line saying so. Only async-signal-safe calls: write, signal, raise. */
-static void on_signal(int sig)
-{
-    static const char first[] = "\ncutrain: stopping as soon as it is safe (a second Ctrl-C ends at once, unsaved)\n";
-    static const char second[] = "\ncutrain: second signal: ending at once, nothing saved\n";
-    int again = stop_signal != 0;
-    ssize_t ignored = write(STDERR_FILENO, again ? second : first, (again ? sizeof second : sizeof first) - 1);
-    (void)ignored;
-    if (!again) {
-        stop_signal = sig;
-        return;
-    }
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-static void catch_stop_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
 typedef struct train_run {
     cli_progress progress;
     const cli_options *opt;
     ct_net *net;
+    const cli_stop_signals *stops; /* Ctrl-C, SIGTERM */
     long checkpoint_every;
     int keep;
     double best;             /* best test accuracy saved as best.ckpt */
@@ -49,7 +20,7 @@ typedef struct train_run {
 static int after_step(ct_net *net, long steps_done, void *user)
 {
     train_run *run = user;
-    if (stop_signal)
+    if (cli_stop_signal(run->stops))
         return 1;
     if (run->opt->checkpoint_dir && run->checkpoint_every > 0 && steps_done % run->checkpoint_every == 0)
         run->failed = cli_checkpoint_save(net, run->opt->checkpoint_dir, run->keep, -1.0, &run->best);
@@ -85,7 +56,7 @@ static int on_epoch(const ct_epoch_stats *s, void *user)
 
 static int interrupted(ct_net *net, const train_run *run)
 {
-    int sig = (int)stop_signal;
+    int sig = cli_stop_signal(run->stops);
     double best = run->best;
     printf("\ncutrain: %s after step %ld\n", sig == SIGTERM ? "terminated" : "interrupted", ct_steps_done(net));
     if (run->opt->checkpoint_dir) {
@@ -105,14 +76,14 @@ static int interrupted(ct_net *net, const train_run *run)
 /* A failure while the config, the data or the checkpoint resumed from were still opening: when a
  * stop signal came meanwhile (an open that waited on a FIFO, a long load), it is an interruption,
  * exit 130 / 143, with nothing to save yet. net may be NULL (closed already). */
-static int stopped_early(ct_net *net, ct_status st, int rc)
+static int stopped_early(const cli_stop_signals *stops, ct_net *net, ct_status st, int rc)
 {
-    if (!stop_signal) {
+    int sig = cli_stop_signal(stops);
+    if (!sig) {
         if (net)
             return cli_fail(net, st);
         return rc;
     }
-    int sig = (int)stop_signal;
     if (net) {
         fprintf(stderr, "cutrain: %s\n", ct_errmsg(net));
         ct_close(net);
@@ -134,10 +105,10 @@ static int open_tensorboard(ct_net *net, const cli_options *opt)
 
 /* Training on an open network whose folders are checked (resume_path: the checkpoint to continue
  * from, NULL for a fresh run); closes net. */
-static int train_checked(const cli_options *opt, ct_net *net, const char *resume_path)
+static int train_checked(const cli_options *opt, ct_net *net, const char *resume_path, cli_stop_signals *stops)
 {
     train_run run = {.progress = {.tty = isatty(STDOUT_FILENO) && !opt->quiet, .quiet = opt->quiet},
-                     .opt = opt, .net = net, .best = -1.0};
+                     .opt = opt, .net = net, .stops = stops, .best = -1.0};
     /* resumed before the run is prepared: under mpirun the processes' join compares the checkpoint */
     ct_status st = resume_path ? ct_resume(net, resume_path) : ct_prepare(net);
     if (st == CT_OK && resume_path && !opt->quiet)
@@ -149,7 +120,8 @@ static int train_checked(const cli_options *opt, ct_net *net, const char *resume
         fprintf(stderr, "cutrain: note: %s\n", ct_resume_note(net));
     }
     if (st != CT_OK)
-        return stopped_early(net, st, CLI_FAILURE);
+        return stopped_early(stops, net, st, CLI_FAILURE);
+    cli_stop_signals_opened(stops);
     if (opt->log_path && !(run.progress.log = fopen(opt->log_path, "a"))) {
         fprintf(stderr, "cutrain: cannot open log %s: %s\n", opt->log_path, strerror(errno));
         ct_close(net);
@@ -191,7 +163,7 @@ static int train_checked(const cli_options *opt, ct_net *net, const char *resume
         fclose(run.progress.log);
     if (ct_backend_note(net)[0])
         fprintf(stderr, "cutrain: note: %s\n", ct_backend_note(net));
-    if (st == CT_ERR_STOPPED && stop_signal)
+    if (st == CT_ERR_STOPPED && cli_stop_signal(stops))
         return interrupted(net, &run);
     if (run.failed) { /* the save printed why */
         ct_close(net);
@@ -213,14 +185,12 @@ static int train_checked(const cli_options *opt, ct_net *net, const char *resume
     return CLI_OK;
 }
 
-static int cmd_train(const cli_options *opt)
+static int open_and_train(const cli_options *opt, cli_stop_signals *stops)
 {
-    /* from the start: a signal while the data loads stops training before its first step ends */
-    catch_stop_signals();
     ct_net *net = NULL;
     int rc = cli_open(opt, &net);
     if (rc != CLI_OK)
-        return stopped_early(NULL, CT_OK, rc);
+        return stopped_early(stops, NULL, CT_OK, rc);
     /* before the data loads: a folder that cannot be written, or that holds another run's
      * checkpoints or is in use by one, is refused before anything runs */
     if (opt->tensorboard_dir && (rc = open_tensorboard(net, opt)) != CLI_OK)
@@ -236,8 +206,21 @@ static int cmd_train(const cli_options *opt)
         ct_close(net);
         return rc;
     }
-    rc = train_checked(opt, net, opt->resume ? resume_path : NULL);
+    rc = train_checked(opt, net, opt->resume ? resume_path : NULL, stops);
     cli_checkpoint_release(claim);
+    return rc;
+}
+
+static int cmd_train(const cli_options *opt)
+{
+    /* from the start, before any thread: a signal while the data loads stops training before its
+     * first step ends */
+    cli_stop_signals *stops = NULL;
+    int rc = cli_stop_signals_start(&stops);
+    if (rc != CLI_OK)
+        return rc;
+    rc = open_and_train(opt, stops);
+    cli_stop_signals_end(stops);
     return rc;
 }
 
