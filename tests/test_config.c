@@ -514,7 +514,7 @@ static const bad_case bad_cases[] = {
     {"input on concat", SYN FC "[cat]\ntype = concat\ninput = fc\n", 8,
      "unknown key 'input' in [cat] (did you mean 'inputs'?)"},
     {"activation on concat", SYN FC "[cat]\ntype = concat\ninputs = fc, fc\nactivation = relu\n", 9,
-     "unknown key 'activation' in [cat] (activation applies only to dense, conv2d, activation or add layers)"},
+     "unknown key 'activation' in [cat] (activation applies only to dense, conv2d, batchnorm, activation or add layers)"},
     {"unknown concat input", SYN FC "[cat]\ntype = concat\ninputs = fc, fx\n", 8,
      "unknown layer 'fx' in inputs (did you mean 'fc'?)"},
     {"input to a later layer", SYN "[a]\ntype = dense\nunits = 2\ninput = b\n[b]\ntype = dense\nunits = 2\n", 6,

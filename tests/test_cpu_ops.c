@@ -514,7 +514,7 @@ static double bn_loss(void *p)
 {
     bn_case *b = p;
     ct_cpu_batchnorm_forward_train(b->x, b->gamma, b->beta, b->y, b->mean, b->invstd, b->run_mean,
-                                   b->run_var, b->rows, b->c, 0.1f, 1e-5f);
+                                   b->run_var, b->rows, b->c, 0.1f, 1e-5f, 0);
     return dot(b->y, b->r, (size_t)b->rows * b->c);
 }
 
@@ -534,7 +534,7 @@ static void test_batchnorm_grad(int rows, int c, int seed)
     bn_loss(&b);
     float *dx = alloc_floats(nx), *dgamma = alloc_floats(c), *dbeta = alloc_floats(c);
     fill_const(dx, nx, PREFILL), fill_nan(dgamma, c), fill_nan(dbeta, c);
-    ct_cpu_batchnorm_backward(b.x, b.gamma, b.r, b.mean, b.invstd, dx, dgamma, dbeta, rows, c, 1);
+    ct_cpu_batchnorm_backward(b.x, b.gamma, b.beta, b.r, b.mean, b.invstd, dx, dgamma, dbeta, rows, c, 1, 0);
     subtract_prefill(dx, nx);
     char what[128];
     snprintf(what, sizeof what, "batchnorm %dx%d dx", rows, c);
@@ -546,8 +546,8 @@ static void test_batchnorm_grad(int rows, int c, int seed)
 
     float *dx2 = alloc_floats(nx), *dx0 = alloc_floats(nx), *dg2 = alloc_floats(c), *db2 = alloc_floats(c);
     fill_nan(dx2, nx), fill_nan(dg2, c), fill_nan(db2, c);
-    ct_cpu_batchnorm_backward(b.x, b.gamma, b.r, b.mean, b.invstd, dx2, dg2, db2, rows, c, 0);
-    ct_cpu_batchnorm_backward(b.x, b.gamma, b.r, b.mean, b.invstd, dx0, NULL, NULL, rows, c, 1);
+    ct_cpu_batchnorm_backward(b.x, b.gamma, b.beta, b.r, b.mean, b.invstd, dx2, dg2, db2, rows, c, 0, 0);
+    ct_cpu_batchnorm_backward(b.x, b.gamma, b.beta, b.r, b.mean, b.invstd, dx0, NULL, NULL, rows, c, 1, 0);
     snprintf(what, sizeof what, "batchnorm %dx%d dx written", rows, c);
     check_written(what, dx2, dx0, nx);
     snprintf(what, sizeof what, "batchnorm %dx%d dgamma, dbeta again", rows, c);
@@ -559,6 +559,60 @@ static void test_batchnorm_grad(int rows, int c, int seed)
     free(b.run_mean), free(b.run_var), free(dx), free(dgamma), free(dbeta);
 }
 
+/* batchnorm with its relu fused (activation = relu) is the batch norm, then the relu, bit for bit:
+ * forward's y is max(0, the plain y), backward with the output's gradient equals the plain backward
+ * given that gradient where the plain y is positive and 0 elsewhere (its mask, recomputed from x,
+ * is the forward's). In training and in evaluation; c = 70 spans two channel blocks. */
+static void test_batchnorm_relu_fused(int rows, int c, int seed)
+{
+    ct_rng rng = {(uint64_t)seed};
+    size_t nx = (size_t)rows * c;
+    float *x = alloc_floats(nx), *r = alloc_floats(nx), *gamma = alloc_floats(c), *beta = alloc_floats(c);
+    float *y_plain = alloc_floats(nx), *y_fused = alloc_floats(nx), *dz = alloc_floats(nx);
+    float *stats = alloc_floats(8 * (size_t)c);  /* mean, invstd, running mean, running var: plain then fused */
+    fill_uniform(x, nx, -1, 2, &rng);
+    fill_uniform(r, nx, -1, 1, &rng);
+    fill_uniform(gamma, c, 0.5f, 1.5f, &rng);
+    fill_uniform(beta, c, -0.5f, 0.5f, &rng);
+    float *plain = stats, *fused = stats + 4 * (size_t)c;
+    for (int k = 0; k < 2; k++) {
+        float *s = k ? fused : plain;
+        fill_const(s + 2 * (size_t)c, c, 0.0f);
+        fill_const(s + 3 * (size_t)c, c, 1.0f);
+        ct_cpu_batchnorm_forward_train(x, gamma, beta, k ? y_fused : y_plain, s, s + c, s + 2 * (size_t)c,
+                                       s + 3 * (size_t)c, rows, c, 0.1f, 1e-5f, k);
+    }
+    size_t off = 0, y_diff = 0;
+    for (size_t i = 0; i < nx; i++) {
+        off += !(y_plain[i] > 0.0f);
+        y_diff += y_fused[i] != (y_plain[i] > 0.0f ? y_plain[i] : 0.0f);
+        dz[i] = y_plain[i] > 0.0f ? r[i] : 0.0f;
+    }
+    char what[128];
+    snprintf(what, sizeof what, "batchnorm+relu %dx%d", rows, c);
+    CHECK_MSG(off > nx / 5 && off < nx * 4 / 5, "%s: the relu is off at %zu of %zu values", what, off, nx);
+    CHECK_MSG(y_diff == 0, "%s: forward differs from batch norm then relu at %zu values", what, y_diff);
+    CHECK_MSG(memcmp(plain, fused, 4 * (size_t)c * sizeof(float)) == 0, "%s: the statistics differ", what);
+
+    float *dx_plain = alloc_floats(nx), *dx_fused = alloc_floats(nx), *dp = alloc_floats(4 * (size_t)c);
+    ct_cpu_batchnorm_backward(x, gamma, beta, dz, plain, plain + c, dx_plain, dp, dp + c, rows, c, 0, 0);
+    ct_cpu_batchnorm_backward(x, gamma, beta, r, plain, plain + c, dx_fused, dp + 2 * c, dp + 3 * c, rows, c, 0, 1);
+    CHECK_MSG(memcmp(dx_plain, dx_fused, nx * sizeof(float)) == 0, "%s: dx differs from the plain backward of "
+              "the relu's gradient", what);
+    CHECK_MSG(memcmp(dp, dp + 2 * c, 2 * (size_t)c * sizeof(float)) == 0, "%s: dgamma or dbeta differs", what);
+
+    ct_cpu_batchnorm_forward_eval(x, gamma, beta, plain + 2 * (size_t)c, plain + 3 * (size_t)c, y_plain, rows, c,
+                                  1e-5f, 0);
+    ct_cpu_batchnorm_forward_eval(x, gamma, beta, plain + 2 * (size_t)c, plain + 3 * (size_t)c, y_fused, rows, c,
+                                  1e-5f, 1);
+    y_diff = 0;
+    for (size_t i = 0; i < nx; i++)
+        y_diff += y_fused[i] != (y_plain[i] > 0.0f ? y_plain[i] : 0.0f);
+    CHECK_MSG(y_diff == 0, "%s: evaluation differs from batch norm then relu at %zu values", what, y_diff);
+    free(x), free(r), free(gamma), free(beta), free(y_plain), free(y_fused), free(dz), free(stats);
+    free(dx_plain), free(dx_fused), free(dp);
+}
+
 static void test_batchnorm_values(void)
 {
     /* channel 0: 1 2 3 4 (mean 2.5, biased var 1.25, unbiased 5/3);
@@ -566,7 +620,7 @@ static void test_batchnorm_values(void)
     const float x[8] = {1, 2, 2, 2, 3, 2, 4, 6};
     const float gamma[2] = {2, 0.5f}, beta[2] = {1, -1};
     float y[8], mean[2], invstd[2], run_mean[2] = {0, 0}, run_var[2] = {1, 1};
-    ct_cpu_batchnorm_forward_train(x, gamma, beta, y, mean, invstd, run_mean, run_var, 4, 2, 0.1f, 1e-5f);
+    ct_cpu_batchnorm_forward_train(x, gamma, beta, y, mean, invstd, run_mean, run_var, 4, 2, 0.1f, 1e-5f, 0);
     CHECK_NEAR(mean[0], 2.5, 1e-6); CHECK_NEAR(mean[1], 3, 1e-6);
     CHECK_NEAR(invstd[0], 1 / sqrt(1.25 + 1e-5), 1e-6); CHECK_NEAR(invstd[1], 1 / sqrt(3 + 1e-5), 1e-6);
     CHECK_NEAR(run_mean[0], 0.25, 1e-6); CHECK_NEAR(run_mean[1], 0.3, 1e-6);
@@ -577,7 +631,7 @@ static void test_batchnorm_values(void)
     /* eval mode uses the running statistics */
     float ye[8];
     const float rm[2] = {0.5f, -1}, rv[2] = {4, 0.25f};
-    ct_cpu_batchnorm_forward_eval(x, gamma, beta, rm, rv, ye, 4, 2, 1e-3f);
+    ct_cpu_batchnorm_forward_eval(x, gamma, beta, rm, rv, ye, 4, 2, 1e-3f, 0);
     double worst = 0.0;
     for (int i = 0; i < 8; i++) {
         int j = i % 2;
@@ -591,7 +645,7 @@ static void test_batchnorm_values(void)
     float *big = alloc_floats(ROWS), *ybig = alloc_floats(ROWS);
     for (int i = 0; i < ROWS; i++) big[i] = 1000.0f + (i % 2 ? 0.01f : -0.01f);
     float g1 = 1, b0 = 0, m1, s1, rm1 = 0, rv1 = 1;
-    ct_cpu_batchnorm_forward_train(big, &g1, &b0, ybig, &m1, &s1, &rm1, &rv1, ROWS, 1, 0.1f, 0.0f);
+    ct_cpu_batchnorm_forward_train(big, &g1, &b0, ybig, &m1, &s1, &rm1, &rv1, ROWS, 1, 0.1f, 0.0f, 0);
     double true_std = 0.0;
     for (int i = 0; i < ROWS; i++) true_std += ((double)big[i] - 1000.0) * ((double)big[i] - 1000.0);
     true_std = sqrt(true_std / ROWS);
@@ -1015,6 +1069,8 @@ int main(void)
     test_batchnorm_grad(12, 3, 400);
     test_batchnorm_grad(6, 70, 401);
     test_batchnorm_grad(50, 2, 402);
+    test_batchnorm_relu_fused(40, 3, 403);
+    test_batchnorm_relu_fused(24, 70, 404);
     test_batchnorm_values();
     for (int a = 0; a < CT_ACT_COUNT; a++) test_activation_grad((ct_activation)a, 450 + a);
     test_activation_values();

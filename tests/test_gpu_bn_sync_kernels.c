@@ -209,9 +209,9 @@ static void check_case(int rows, int c, int dt, int accumulate, int counted)
     float *y_cpu = xmalloc(n * 4), *dx_cpu = xmalloc(n * 4), saved_cpu[512], dp_cpu[512];
     memcpy(dx_cpu, dx0w, n * 4);
     ct_cpu_batchnorm_forward_train(xw, gamma, beta, y_cpu, saved_cpu, saved_cpu + c, run_cpu, run_cpu + c, rows, c,
-                                   momentum, eps);
-    ct_cpu_batchnorm_backward(xw, gamma, dyw, saved_cpu, saved_cpu + c, dx_cpu, dp_cpu, dp_cpu + c, rows, c,
-                              accumulate);
+                                   momentum, eps, 0);
+    ct_cpu_batchnorm_backward(xw, gamma, beta, dyw, saved_cpu, saved_cpu + c, dx_cpu, dp_cpu, dp_cpu + c, rows, c,
+                              accumulate, 0);
     double e_stats = max_rel(saved, saved_cpu, 2 * (size_t)c), e_run = max_rel(run_gpu, run_cpu, 2 * (size_t)c);
     double e_dp = max_rel(dp, dp_cpu, 2 * (size_t)c);
     CHECK_MSG(e_stats <= TOL_F32, "%s: saved mean/invstd differ by %g", name, e_stats);
@@ -267,7 +267,7 @@ static void check_inference(int rows, int c, int dt)
     CHECK(ct_launch_bn_inference_dt(d_x, d_y, d_p, d_p + c, d_run, d_run + c, d_coef, rows, c, eps, dt, NULL) == 0);
     GPU_OK(cudaDeviceSynchronize());
     download(d_y, n, dt, y);
-    ct_cpu_batchnorm_forward_eval(xw, p, p + c, run, run + c, y_cpu, rows, c, eps);
+    ct_cpu_batchnorm_forward_eval(xw, p, p + c, run, run + c, y_cpu, rows, c, eps, 0);
     double e = compare("evaluation's y", dt, y, y_cpu, n);
     gpu_report("bn inference %s rows %d c %d against the CPU: y %.2g (fp32: relative; half: of the rounded-once "
                "allowance)\n", dtype_name(dt), rows, c, e);

@@ -28,7 +28,8 @@ static const char *NET =
     "[drop]\ntype = dropout\nrate = 0.3\n"
     "[out]\ntype = dense\nunits = 5\n";
 
-/* A concat of feature maps, one of them (c1) also read by the two convolutions beside it. Smooth
+/* A concat of feature maps, one of them (c1) also read by the two convolutions beside it, and a
+ * batch norm with its own activation (kept apart from its output: gelu's gradient reads it). Smooth
  * activations only: a kink (relu, max-pool) near a perturbed value would break the differences. */
 static const char *CONCAT_NET =
     "[data]\nformat = synthetic\nshape = 8, 8, 2\nclasses = 5\ncount = 64\ntest_count = 0\n"
@@ -38,6 +39,7 @@ static const char *CONCAT_NET =
     "[c3]\ntype = conv2d\nfilters = 2\nsize = 1\ninput = c1\nactivation = tanh\n"
     "[cat]\ntype = concat\ninputs = c2, c3, c1\n"
     "[mix]\ntype = conv2d\nfilters = 4\nsize = 3\nactivation = gelu\n"
+    "[bn]\ntype = batchnorm\nactivation = gelu\n"
     "[flat]\ntype = flatten\n"
     "[out]\ntype = dense\nunits = 5\n";
 

@@ -22,7 +22,7 @@ ratios; docs/cpu-benchmarks.md has the protocol. By hand, from a clone, with Deb
   python3 tools/torch_cpu_peer.py --config models/fmnist_mlp.ini --train --seed 1 --target 0.883
 
 What is the same as cutrain: the layers of the .ini in order (conv2d, pool, dense, batchnorm with
-its momentum and epsilon, dropout, activation, add, concat, flatten), the data (the config's IDX or
+its momentum, epsilon and activation, dropout, activation, add, concat, flatten), the data (the config's IDX or
 CIFAR-10 files, normalize, train_limit and test_limit, flip and crop:N; --data DIR replaces the
 folder of IDX files; synthetic data is random uint8 images of the config's shape and counts),
 optimizer, learning rate and its schedule (warm-up, step, cosine, per step), weight decay, batch
@@ -159,6 +159,8 @@ class Net(nn.Module):
             elif kind == "batchnorm":
                 bn = nn.BatchNorm2d if len(x) == 3 else nn.BatchNorm1d
                 mod = bn(x[0], eps=float(keys.get("epsilon", "1e-5")), momentum=float(keys.get("momentum", "0.1")))
+                if keys.get("activation", "linear") != "linear":
+                    mod = nn.Sequential(mod, activation(keys["activation"]))
                 shape = x
             elif kind == "dropout":
                 mod = nn.Dropout(float(keys["rate"]))

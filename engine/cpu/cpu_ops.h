@@ -74,18 +74,20 @@ void ct_cpu_avgpool_backward(const ct_window_geom *g, const float *dy, float *dx
 /* ---- batch norm: statistics per channel over rows = n*h*w ---- */
 /* x, y: (rows, c); gamma, beta: (c); save_mean, save_invstd: (c) out, kept for backward;
  * running stats updated as run = (1 - momentum) * run + momentum * batch (unbiased variance),
- * PyTorch's convention. */
+ * PyTorch's convention. relu: y = max(0, the normalised x) in the same pass. */
 void ct_cpu_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y,
                                     float *save_mean, float *save_invstd, float *run_mean,
-                                    float *run_var, int rows, int c, float momentum, float eps);
-/* y = gamma (x - run_mean) / sqrt(run_var + eps) + beta */
+                                    float *run_var, int rows, int c, float momentum, float eps, int relu);
+/* y = gamma (x - run_mean) / sqrt(run_var + eps) + beta, with relu max(0, that) */
 void ct_cpu_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta,
                                    const float *run_mean, const float *run_var, float *y, int rows,
-                                   int c, float eps);
-/* dy: (rows, c); dx = (+= with accumulate) ...; dgamma, dbeta: (c) = ... */
-void ct_cpu_batchnorm_backward(const float *x, const float *gamma, const float *dy,
+                                   int c, float eps, int relu);
+/* dy: (rows, c), the output's gradient (with relu: after the fused relu, whose mask is recomputed
+ * from x, gamma, beta and the saved statistics as forward_train computed it); dx = (+= with
+ * accumulate) ...; dgamma, dbeta: (c) = ... */
+void ct_cpu_batchnorm_backward(const float *x, const float *gamma, const float *beta, const float *dy,
                                const float *save_mean, const float *save_invstd, float *dx,
-                               float *dgamma, float *dbeta, int rows, int c, int accumulate);
+                               float *dgamma, float *dbeta, int rows, int c, int accumulate, int relu);
 
 /* ---- elementwise, shared by several layer types ---- */
 /* y = act(x), n elements; y may equal x */

@@ -96,7 +96,7 @@ static ct_status batchnorm_forward(ct_backend *be, ct_layer *l, int n, int train
     const float one = 1.0f, zero = 0.0f;
     const float *gamma = ct_f32(l->w), *beta = ct_f32(l->b);
     float *run_mean = ct_f32(l->state), *run_var = run_mean + c;
-    void *y = l->y->data;
+    void *y = l->z->data;  /* the normalised values; the op applies a fused activation after */
     const void *x = NULL;
     ct_cuda_stage stage;
     ct_cuda_stage_begin(cu, 0, &stage);
@@ -253,7 +253,7 @@ static ct_status forward_kernels(ct_backend *be, ct_layer *l, int n, ct_err *err
     CT_CUDA_CHECK(ct_launch_bn_variance_dt(x, save_mean, var, rows, c, partials, partial_bytes, dt, cu->compute), err);
     if (sync && (st = sync->mean(sync->ctx, var, c, err)) != CT_OK)
         return st;
-    CT_CUDA_CHECK(ct_launch_bn_normalise_dt(x, l->y->data, ct_f32(l->w), ct_f32(l->b), save_mean, save_invstd,
+    CT_CUDA_CHECK(ct_launch_bn_normalise_dt(x, l->z->data, ct_f32(l->w), ct_f32(l->b), save_mean, save_invstd,
                                             run_mean, run_var, coef, rows, c, sync ? &cu->step->samples : NULL, hw,
                                             l->cfg->momentum, l->cfg->epsilon, dt, cu->compute), err);
     return CT_OK;
@@ -275,7 +275,7 @@ static ct_status inference_kernels(ct_backend *be, ct_layer *l, int n, ct_err *e
         st = ct_cuda_stage_take(&stage, 2 * (size_t)c * sizeof(float), (void **)&coef, err);
     if (st != CT_OK)
         return st;
-    CT_CUDA_CHECK(ct_launch_bn_inference_dt(x, l->y->data, ct_f32(l->w), ct_f32(l->b), run_mean, run_var, coef,
+    CT_CUDA_CHECK(ct_launch_bn_inference_dt(x, l->z->data, ct_f32(l->w), ct_f32(l->b), run_mean, run_var, coef,
                                             (long)n * l->out.h * l->out.w, c, l->cfg->epsilon, (int)l->dtype,
                                             cu->compute), err);
     return CT_OK;
@@ -336,7 +336,23 @@ static ct_status batchnorm_forward_op(ct_backend *be, ct_layer *l, int n, int tr
         st = training ? forward_kernels(be, l, n, err) : inference_kernels(be, l, n, err);
     else
         st = batchnorm_forward(be, l, n, training, err);
+    if (st == CT_OK)
+        st = ct_cuda_apply_activation(be, l, n, err);
     return ct_cuda_named(l, st, err);
+}
+
+/* A fused activation's gradient, written over dy: dy is this layer's alone and read by nothing
+ * after its backward, and the scratch, where dense and conv2d put theirs, is where batch norm on the
+ * network's input discards the dx cuDNN always writes.
+ * z, y, dy: (n, h, w, c) l->dtype */
+static ct_status activation_grad_in_place(ct_backend *be, const ct_layer *l, int n, ct_err *err)
+{
+    if (l->act == CT_ACT_LINEAR)
+        return CT_OK;
+    CT_CUDA_CHECK(ct_launch_activation_backward_dt(l->z->data, l->y->data, l->dy->data, l->dy->data,
+                                                   ct_cuda_out_count(l, n), (int)l->act, 0, (int)l->dy->dtype,
+                                                   ct_cuda_of(be)->compute), err);
+    return CT_OK;
 }
 
 // dy: (n, h, w, c) l->dtype -> dx (same, its dtype), dgamma, dbeta (c) fp32, written (dx added to where
@@ -347,10 +363,9 @@ static ct_status batchnorm_backward_op(ct_backend *be, ct_layer *l, int n, ct_er
     const int synced = be->bn_sync.mean != NULL;
     if (st != CT_OK || (n == 0 && !synced))
         return st;
-    if (synced || l->dtype == CT_DTYPE_BF16)
-        st = backward_kernels(be, l, n, err);
-    else
-        st = batchnorm_backward(be, l, n, err);
+    st = activation_grad_in_place(be, l, n, err);
+    if (st == CT_OK)
+        st = synced || l->dtype == CT_DTYPE_BF16 ? backward_kernels(be, l, n, err) : batchnorm_backward(be, l, n, err);
     return ct_cuda_named(l, st, err);
 }
 

@@ -155,9 +155,10 @@ class Net:
             return self.pool(x, keys, kind[:3])
         if kind == "batchnorm":
             # in place on the running statistics, as cutrain's forward moves its own (unbiased variance)
-            return F.batch_norm(x, p[name + ".running_mean"], p[name + ".running_var"], p[name + ".weight"],
-                                p[name + ".bias"], training, float(keys.get("momentum", "0.1")),
-                                float(keys.get("epsilon", "1e-5")))
+            z = F.batch_norm(x, p[name + ".running_mean"], p[name + ".running_var"], p[name + ".weight"],
+                             p[name + ".bias"], training, float(keys.get("momentum", "0.1")),
+                             float(keys.get("epsilon", "1e-5")))
+            return self.act(keys.get("activation", "linear"), z)
         if kind == "dropout":
             if not training:
                 return x

@@ -1,5 +1,5 @@
-/* batchnorm: per-channel normalisation over (n, h, w) with learned gamma (w) and beta (b);
- * state holds the running mean then the running variance. */
+/* batchnorm: per-channel normalisation over (n, h, w) with learned gamma (w) and beta (b), then
+ * `activation =` (linear by default); state holds the running mean then the running variance. */
 #include <stddef.h>
 
 #include "config/table.h"
@@ -49,7 +49,7 @@ static void bn_init(const ct_layer *l, float *gamma, float *beta, float *state, 
 }
 
 const ct_layer_def ct_layer_def_batchnorm = {
-    .min_inputs = 1, .max_inputs = 1, .batch_statistics = 1,
+    .min_inputs = 1, .max_inputs = 1, .batch_statistics = 1, .fused_activation = 1,
     .keys = (const ct_key_table *const[]){&bn_keys, &ct_dtype_keys, NULL},
     .infer = bn_infer, .flops = bn_flops, .aux_count = bn_aux, .init = bn_init,
 };
