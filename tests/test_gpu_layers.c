@@ -848,6 +848,17 @@ static void batchnorm_cases(void)
     run_case("batchnorm_input", "4, 4, 3", 7,
              "[bn]\ntype = batchnorm\n"
              "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 5\n", F_BN_EVAL);
+    /* activation = relu / gelu on the batch norm: the CPU's relu inside its passes (mask
+     * recomputed from x) and gelu after it, against cuDNN's batch norm, the activation kernel and
+     * its gradient written over dy; gelu keeps its input apart; on the network's input the fused
+     * gradient must not take the scratch that the discarded dx goes to */
+    run_case("batchnorm_relu", "8, 8, 3", 7,
+             "[c]\ntype = conv2d\nfilters = 40\nsize = 3\npadding = same\nbias = off\n"
+             "[bn]\ntype = batchnorm\nactivation = relu\n"
+             "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 5\n", F_BN_EVAL | F_PARTIAL);
+    run_case("batchnorm_gelu_input", "4, 4, 3", 7,
+             "[bn]\ntype = batchnorm\nactivation = gelu\n"
+             "[flat]\ntype = flatten\n[out]\ntype = dense\nunits = 5\n", F_BN_EVAL);
     /* its producer also feeds an add: dx is added into a gradient another consumer has written */
     run_case("batchnorm_branch", "6, 6, 3", 7,
              "[c]\ntype = conv2d\nfilters = 4\nsize = 3\npadding = same\nbias = off\n"
