@@ -68,11 +68,11 @@ static ct_status cpu_set_step(ct_backend *be, const ct_step_scalars *s, ct_err *
     return CT_OK;
 }
 
-/* Nothing to capture on the CPU: the step runs as it is. */
+/* Nothing to capture on the CPU: the step runs as it is, subnormals flushed (denormals.c). */
 static ct_status cpu_run_step(ct_backend *be, const ct_step_key *key, void *ctx, ct_err *err)
 {
     (void)be;
-    return key->fn(ctx, err);
+    return ct_cpu_run_flushed(key->fn, ctx, err);
 }
 
 /* Nothing kept for a network. */

@@ -50,4 +50,8 @@ void ct_cpu_fused_activation_forward(const ct_layer *l, int n, const float *b);
  * (written: nothing is cleared first); valid until the next layer's backward. */
 const float *ct_cpu_preactivation_grad(ct_backend *be, const ct_layer *l, int n);
 
+/* fn(ctx) with subnormal floats flushed to zero on the calling thread and its OpenMP team, each
+ * thread's mode restored after (denormals.c). */
+ct_status ct_cpu_run_flushed(ct_step_fn fn, void *ctx, ct_err *err);
+
 #endif
