@@ -204,7 +204,8 @@ int ct_launch_sgd_step(float *w, const float *g, float *vel, long n, const ct_de
 /* w, g, m, v: (n) fp32; lr, bias1, bias2 from step (device memory). decoupled = 0: Adam with L2
  * (g' = g + wd * w); decoupled = 1: AdamW (w *= 1 - lr * wd first). Then
  *   m = b1 m + (1 - b1) g';  v = b2 v + (1 - b2) g'^2
- *   w -= lr * (m / bias1) / (sqrt(v / bias2) + eps) */
+ *   w -= (lr / bias1) * m / (sqrt(v) * (1 / sqrt(bias2)) + eps)
+ * with lr / bias1 and 1 / sqrt(bias2) formed in double and rounded once, as ct_cpu_adam_step. */
 int ct_launch_adam_step(float *w, const float *g, float *m, float *v, long n, const ct_device_step *step,
                         float beta1, float beta2, float eps, float weight_decay, int decoupled, void *stream);
 

@@ -165,6 +165,9 @@ __global__ void adam_kernel(float *w, const float *g, float *m, float *v, Index 
         bias1 = (float)(1.0 - pow((double)p.beta1, t));
         bias2 = (float)(1.0 - pow((double)p.beta2, t));
     }
+    // lr / bias1 and 1 / sqrt(bias2) in double, rounded once, as the CPU takes them out of its loop
+    const float step_size = (float)((double)lr / (double)bias1);
+    const float inv_sqrt_bias2 = (float)(1.0 / sqrt((double)bias2));
     const float l2 = p.decoupled ? 0.0f : p.weight_decay;
     // AdamW decays the weight before the Adam step, as PyTorch's w.mul_(1 - lr * wd)
     const float shrink = p.decoupled ? __fsub_rn(1.0f, __fmul_rn(lr, p.weight_decay)) : 1.0f;
@@ -177,8 +180,8 @@ __global__ void adam_kernel(float *w, const float *g, float *m, float *v, Index 
         const float vi = __fadd_rn(__fmul_rn(p.beta2, v[i]), __fmul_rn(__fmul_rn(p.one_minus_beta2, gi), gi));
         m[i] = mi;
         v[i] = vi;
-        const float denom = __fadd_rn(__fsqrt_rn(__fdiv_rn(vi, bias2)), p.eps);
-        const float wn = __fsub_rn(__fmul_rn(wi, shrink), __fdiv_rn(__fmul_rn(lr, __fdiv_rn(mi, bias1)), denom));
+        const float denom = __fadd_rn(__fmul_rn(__fsqrt_rn(vi), inv_sqrt_bias2), p.eps);
+        const float wn = __fsub_rn(__fmul_rn(wi, shrink), __fdiv_rn(__fmul_rn(step_size, mi), denom));
         w[i] = wn;
         store_copy(w_half, i, wn);
     }

@@ -42,8 +42,11 @@ static inline float ct_cpu_select(int keep, float a, float b)
 #define CT_CPU_PAR_MIN 32768
 
 /* ---- dense ---- */
-/* x: (n, k); w: (m, k); b: (m) or NULL; y: (n, m) = x w^T + b */
-void ct_cpu_dense_forward(const float *x, const float *w, const float *b, float *y, int n, int k, int m);
+/* x: (n, k); w: (m, k); b: (m) or NULL; y: (n, m) = x w^T + b; ws: ws_floats floats or NULL. With
+ * fewer than ct_cpu_dense_workspace(n, m), the product goes straight into y (maybe slower: gemm.h). */
+void ct_cpu_dense_forward(const float *x, const float *w, const float *b, float *y, int n, int k, int m, float *ws,
+                          size_t ws_floats);
+size_t ct_cpu_dense_workspace(int n, int m);
 /* dy: (n, m); dx: (n, k) = (+= with accumulate) dy w; dw: (m, k) = dy^T x; db: (m) = column sums
  * of dy (NULL: none) */
 void ct_cpu_dense_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,

@@ -2,11 +2,17 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/gemm.h"
 
-// x: (n, k); w: (m, k); b: (m) or NULL; y: (n, m)
-void ct_cpu_dense_forward(const float *x, const float *w, const float *b, float *y, int n, int k, int m)
+// x: (n, k); w: (m, k); b: (m) or NULL; y: (n, m); ws: ws_floats floats or NULL
+void ct_cpu_dense_forward(const float *x, const float *w, const float *b, float *y, int n, int k, int m, float *ws,
+                          size_t ws_floats)
 {
-    ct_cpu_sgemm(0, 1, n, m, k, 1.0f, x, k, w, k, 0.0f, y, m);
+    ct_cpu_sgemm_nt(n, m, k, x, w, y, ws, ws_floats);
     if (b) ct_cpu_add_bias(y, b, (size_t)n, m);
+}
+
+size_t ct_cpu_dense_workspace(int n, int m)
+{
+    return ct_cpu_sgemm_nt_scratch(n, m);
 }
 
 // x: (n, k); w: (m, k); dy: (n, m); dx: (n, k), dw: (m, k), db: (m), each may be NULL
@@ -22,10 +28,10 @@ void ct_cpu_dense_backward(const float *x, const float *w, const float *dy, floa
 // x: (n, in) fp32; z, y: (n, units)
 static ct_status dense_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
 {
-    (void)be; (void)training; (void)err;
+    (void)training; (void)err;
     /* the bias with the activation, in one pass over the product */
     ct_cpu_dense_forward(ct_f32(l->x[0]), ct_f32(l->w), NULL, ct_f32(l->z), n, (int)ct_shape_size(l->in_shape),
-                         l->out.c);
+                         l->out.c, ct_cpu_of(be)->workspace, ct_cpu_of(be)->workspace_bytes / sizeof(float));
     ct_cpu_fused_activation_forward(l, n, ct_f32(l->b));
     return CT_OK;
 }
@@ -40,8 +46,14 @@ static ct_status dense_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
     return CT_OK;
 }
 
+static size_t dense_workspace_bytes(ct_backend *be, const ct_layer *l, int n)
+{
+    (void)be;
+    return ct_cpu_dense_workspace(n, l->out.c) * sizeof(float);
+}
+
 const ct_layer_ops ct_cpu_dense_ops = {
     .forward = dense_forward,
     .backward = dense_backward,
-    .workspace_bytes = NULL,
+    .workspace_bytes = dense_workspace_bytes,
 };

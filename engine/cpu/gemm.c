@@ -65,3 +65,38 @@ void ct_cpu_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, co
     ct_cpu_sgemm_reference(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #endif
 }
+
+size_t ct_cpu_sgemm_nt_scratch(int m, int n)
+{
+#ifdef CUTRAIN_HAVE_ONEDNN
+    if ((size_t)m * 4 <= (size_t)n)
+        return (size_t)m * n;
+#endif
+    (void)m; (void)n;
+    return 0;
+}
+
+// t: (n, m); c: (m, n) = t^T, in column tiles so the rows of t each tile reads stay in cache
+static void transpose_into(const float *t, float *c, int m, int n)
+{
+    enum { TILE = 32 };
+#pragma omp parallel for schedule(static) if ((size_t)m * n > 32768)
+    for (int j0 = 0; j0 < n; j0 += TILE) {
+        const int j1 = j0 + TILE < n ? j0 + TILE : n;
+        for (int i = 0; i < m; i++)
+            for (int j = j0; j < j1; j++)
+                c[(size_t)i * n + j] = t[(size_t)j * m + i];
+    }
+}
+
+// a: (m, k); b: (n, k); c: (m, n); t: t_floats floats or NULL
+void ct_cpu_sgemm_nt(int m, int n, int k, const float *a, const float *b, float *c, float *t, size_t t_floats)
+{
+    const size_t need = ct_cpu_sgemm_nt_scratch(m, n);
+    if (t && need && need <= t_floats) {
+        ct_cpu_sgemm(0, 1, n, m, k, 1.0f, b, k, a, k, 0.0f, t, m);
+        transpose_into(t, c, m, n);
+        return;
+    }
+    ct_cpu_sgemm(0, 1, m, n, k, 1.0f, a, k, b, k, 0.0f, c, n);
+}
