@@ -120,6 +120,26 @@ static inline ct_status e2e_train_with(const char *model, const char *const *set
     return st;
 }
 
+/* Two runs of `model` on the CPU on the first 12,000 training images for 3 epochs on 2 threads (the
+ * CI-sized comparison), once with `key` = a and once with `key` = b; prints each and fills *ra, *rb,
+ * which must both cover the 10,000 test images. */
+static inline void e2e_train_pair(const char *model, const char *key, const char *a, const char *b, ct_eval_result *ra,
+                                  ct_eval_result *rb)
+{
+    const char *values[2] = {a, b};
+    ct_eval_result *out[2] = {ra, rb};
+    for (int i = 0; i < 2; i++) {
+        const char *const sets[] = {"data.train_limit", "12000", "train.epochs", "3", "train.threads", "2",
+                                    key, values[i], NULL};
+        double seconds = 0;
+        *out[i] = (ct_eval_result){0};
+        if (e2e_train_with(model, sets, out[i], &seconds) == CT_OK)
+            printf("%s = %s: test accuracy %.4f, loss %.6f, %.1f s\n", key, values[i], out[i]->accuracy,
+                   out[i]->loss, seconds);
+    }
+    CHECK(ra->images == 10000 && rb->images == 10000);
+}
+
 static inline int e2e_run(const char *model, double target)
 {
     return e2e_run_on(model, target, "cpu");

@@ -410,7 +410,7 @@ static void test_pool(const pool_spec *sp, int is_max, int seed)
 
     float *dx = alloc_floats(nx), *dx2 = alloc_floats(nx), *dx0 = alloc_floats(nx);
     fill_const(dx, nx, PREFILL);
-    if (is_max) ct_cpu_maxpool_backward(g, pc.r, pc.argmax, dx, 1);
+    if (is_max) ct_cpu_maxpool_backward(g, pc.r, pc.argmax, NULL, dx, 1);
     else ct_cpu_avgpool_backward(g, pc.r, dx, 1);
     subtract_prefill(dx, nx);
     char what[128];
@@ -421,8 +421,8 @@ static void test_pool(const pool_spec *sp, int is_max, int seed)
     /* written over NaN, cells no window reaches included */
     fill_nan(dx2, nx);
     if (is_max) {
-        ct_cpu_maxpool_backward(g, pc.r, pc.argmax, dx2, 0);
-        ct_cpu_maxpool_backward(g, pc.r, pc.argmax, dx0, 1);
+        ct_cpu_maxpool_backward(g, pc.r, pc.argmax, NULL, dx2, 0);
+        ct_cpu_maxpool_backward(g, pc.r, pc.argmax, NULL, dx0, 1);
     } else {
         ct_cpu_avgpool_backward(g, pc.r, dx2, 0);
         ct_cpu_avgpool_backward(g, pc.r, dx0, 1);
@@ -456,6 +456,46 @@ static void test_pools(void)
     }
 }
 
+/* A max pool over a relu's output with relu's gradient folded in (relu_y, the pool's output): the
+ * bits of the pool's backward followed by relu's, on tiling and on overlapping windows, with relu's
+ * zeros tying in whole windows and NaN in the written buffers beforehand. */
+static void test_maxpool_relu_fold(void)
+{
+    enum { C = 37 };
+    const ct_window_geom geoms[] = {
+        {.n = 2, .h = 6, .w = 6, .c = C, .f = C, .kh = 2, .kw = 2, .stride = 2, .oh = 3, .ow = 3},
+        {.n = 2, .h = 5, .w = 5, .c = C, .f = C, .kh = 3, .kw = 3, .stride = 1, .pad_t = 1, .pad_l = 1, .oh = 5,
+         .ow = 5},
+    };
+    for (size_t k = 0; k < sizeof geoms / sizeof geoms[0]; k++) {
+        const ct_window_geom *g = &geoms[k];
+        ct_rng rng = {(uint64_t)(950 + k)};
+        size_t nx = (size_t)g->n * g->h * g->w * g->c, ny = pool_out_size(g);
+        float *z = alloc_floats(nx), *x = alloc_floats(nx), *y = alloc_floats(ny), *dy = alloc_floats(ny);
+        float *dpool = alloc_floats(nx), *want = alloc_floats(nx), *got = alloc_floats(nx);
+        int32_t *am = malloc(ny * sizeof *am);
+        fill_uniform(z, nx, -1, 0.5f, &rng);  /* two thirds negative: windows of zeros after relu */
+        fill_uniform(dy, ny, -1, 1, &rng);
+        ct_cpu_activation_forward(CT_ACT_RELU, z, x, nx);
+        ct_cpu_maxpool_forward(g, x, y, am);
+        fill_nan(dpool, nx), fill_nan(want, nx), fill_nan(got, nx);
+        ct_cpu_maxpool_backward(g, dy, am, NULL, dpool, 0);
+        ct_cpu_activation_backward(CT_ACT_RELU, x, x, dpool, want, nx, 0);
+        ct_cpu_maxpool_backward(g, dy, am, y, got, 0);
+        size_t differ = 0, zero_windows = 0, masked = 0;
+        for (size_t i = 0; i < nx; i++)
+            differ += !(got[i] == want[i]);
+        for (size_t i = 0; i < ny; i++) {
+            zero_windows += y[i] == 0.0f;
+            masked += y[i] == 0.0f && dy[i] != 0.0f;
+        }
+        CHECK_MSG(differ == 0, "relu folded into maxpool (geometry %zu): %zu of %zu values differ", k, differ, nx);
+        /* the case means something: windows whose max is relu's zero, their gradient dropped */
+        CHECK_MSG(zero_windows > ny / 50 && masked > 0, "geometry %zu: %zu zero windows of %zu", k, zero_windows, ny);
+        free(z), free(x), free(y), free(dy), free(dpool), free(want), free(got), free(am);
+    }
+}
+
 static void test_pool_hand_values(void)
 {
     /* 2x2 stride 2 on one 4x4 channel; the last window ties (9, 9) and the first 9 wins */
@@ -471,7 +511,7 @@ static void test_pool_hand_values(void)
         CHECK(am[i] == want_am[i]);
     }
     float dx[16] = {0}, dy[4] = {1, 2, 3, 4};
-    ct_cpu_maxpool_backward(&g, dy, am, dx, 1);
+    ct_cpu_maxpool_backward(&g, dy, am, NULL, dx, 1);
     CHECK_NEAR(dx[5], 1, 0); CHECK_NEAR(dx[6], 2, 0); CHECK_NEAR(dx[12], 3, 0); CHECK_NEAR(dx[10], 4, 0);
     CHECK_NEAR(dx[11], 0, 0);
 
@@ -1098,6 +1138,7 @@ int main(void)
     test_convs();
     test_pools();
     test_pool_hand_values();
+    test_maxpool_relu_fold();
     test_batchnorm_grad(12, 3, 400);
     test_batchnorm_grad(6, 70, 401);
     test_batchnorm_grad(50, 2, 402);

@@ -832,7 +832,7 @@ static void test_pool_case(cudaStream_t s, ct_window_geom g)
     h2d(d_am, am, (size_t)ny * sizeof *am, s);
     for (int accumulate = 0; accumulate <= 1; accumulate++) {
         memcpy(want, dx0, (size_t)nx * sizeof *want);
-        ct_cpu_maxpool_backward(&g, dy, am, want, accumulate);
+        ct_cpu_maxpool_backward(&g, dy, am, NULL, want, accumulate);
         snprintf(what, sizeof what, "maxpool_backward %s accumulate=%d", geo, accumulate);
         for (int run = 0; run < 2; run++) {
             if (accumulate)

@@ -22,6 +22,7 @@
 
 #include "api/handle.h"
 #include "base/half.h"
+#include "cpu/cpu_backend.h"
 #include "tests/test_util.h"
 
 #ifdef CUTRAIN_HAVE_CUDA
@@ -218,6 +219,23 @@ static void check_tensor(const char *cs, const char *layer, const char *what, ct
     free(b);
 }
 
+/* The output gradient of a layer whose relu gradient the CPU folds into its max-pool reader
+ * (ct_cpu_relu_grad_in_reader): the CPU's dy is already the pre-activation gradient, relu's mask
+ * applied, so the GPU's dy is compared with that mask, from the GPU's own y, applied the same way. */
+static void check_relu_folded_dy(const char *cs, const char *layer, const char *what, ct_backend *gpu,
+                                 const ct_layer *lg, ct_backend *cpu, const ct_layer *lc, size_t n, double tol)
+{
+    float *a = fetch_f32(gpu, lg->dy, n), *y = fetch_f32(gpu, lg->y, n), *b = fetch_f32(cpu, lc->dy, n);
+    if (a && y && b) {
+        for (size_t i = 0; i < n; i++)
+            a[i] = y[i] > 0.0f ? a[i] : 0.0f;
+        check_host(cs, layer, what, a, b, n, tol);
+    }
+    free(a);
+    free(y);
+    free(b);
+}
+
 /* Dropout: the masks must agree bit for bit. With inputs that are never exactly 0 (the cases
  * avoid relu before dropout), y is 0 exactly where the mask dropped, so the zero patterns of the
  * two outputs are the two masks. Fed by the data itself at rate 0.5 (scale exactly 2), the
@@ -286,7 +304,10 @@ static void compare_graphs(const char *cs, const char *tag, ct_graph *gg, ct_gra
         if (!grads)
             continue;
         snprintf(what, sizeof what, "dy%s", tag);
-        check_tensor(cs, name, what, gg->be, lg->dy, gc->be, lc->dy, out, grad_tol);
+        if (ct_cpu_relu_grad_in_reader(lc))
+            check_relu_folded_dy(cs, name, what, gg->be, lg, gc->be, lc, out, grad_tol);
+        else
+            check_tensor(cs, name, what, gg->be, lg->dy, gc->be, lc->dy, out, grad_tol);
         if (dg && dc && lc->w_count) {
             snprintf(what, sizeof what, "dw%s", tag);
             check_host(cs, name, what, dg + lc->w_off, dc + lc->w_off, lc->w_count, grad_tol);
@@ -819,6 +840,20 @@ static void pool_cases(void)
     }
 }
 
+/* relu before a max pool, the zoo's pattern: the CPU applies relu's gradient in the pool's backward
+ * and skips the relu pass (ct_cpu_relu_grad_in_reader); tiling and overlapping windows. relu's
+ * zeros tie inside a window, but a window whose max is 0 routes 0 wherever it routes. */
+static void relu_pool_cases(void)
+{
+    char body[1024];
+    snprintf(body, sizeof body,
+             "[c]\ntype = conv2d\nfilters = 8\nsize = 3\npadding = same\nactivation = relu\n"
+             "[p]\ntype = maxpool\nsize = 2\n"
+             "[c2]\ntype = conv2d\nfilters = 8\nsize = 3\npadding = same\nactivation = relu\n"
+             "[p2]\ntype = maxpool\nsize = 3\nstride = 2\npadding = same\n%s", HEAD);
+    run_case("conv_relu_maxpool", "8, 8, 3", 7, body, F_TIES);
+}
+
 static void batchnorm_cases(void)
 {
     /* the convolution before a batch norm has no bias: its gradient would be 0 up to rounding */
@@ -1079,6 +1114,7 @@ int main(void)
         dense_cases();
         conv_cases();
         pool_cases();
+        relu_pool_cases();
         batchnorm_cases();
         simple_cases();
         network_cases();

@@ -5,9 +5,11 @@
  * checkpoint holds the parameters packed per tensor (so it does not depend on the padding) and
  * restores them to the same places. */
 #include <stdint.h>
+#include <string.h>
 
 #include "api/handle.h"
 #include "checkpoint/snapshot.h"
+#include "cpu/cpu_backend.h"
 #include "tests/test_util.h"
 
 static const char *const NET =
@@ -221,6 +223,34 @@ static void check_checkpoint(ct_net *net, ct_graph *g)
     free(want);
 }
 
+static const ct_layer *layer_named(const ct_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_layers; i++)
+        if (strcmp(g->layers[i].cfg->name, name) == 0)
+            return &g->layers[i];
+    CHECK_MSG(0, "no layer [%s]", name);
+    return NULL;
+}
+
+/* Producers and sole readers (ct_layer.src, sole_reader), which a backend's fusions read: mp feeds
+ * both c2 and res, the last layer feeds only the loss. None of NET's relus is read by a max pool
+ * alone (c1 by bn, res by ap), so the CPU folds none of their gradients into a reader. */
+static void check_readers(const ct_graph *g)
+{
+    const ct_layer *c1 = layer_named(g, "c1"), *bn = layer_named(g, "bn"), *mp = layer_named(g, "mp"),
+                   *c2 = layer_named(g, "c2"), *res = layer_named(g, "res"), *ap = layer_named(g, "ap"),
+                   *d2 = layer_named(g, "d2");
+    if (!c1 || !bn || !mp || !c2 || !res || !ap || !d2)
+        return;
+    CHECK(c1->src[0] == NULL && bn->src[0] == c1 && res->src[0] == mp && res->src[1] == c2);
+    CHECK(c1->sole_reader == bn && c2->sole_reader == res && res->sole_reader == ap);
+    CHECK_MSG(mp->sole_reader == NULL, "mp has two readers, yet sole_reader is [%s]",
+              mp->sole_reader ? mp->sole_reader->cfg->name : "");
+    CHECK(d2->sole_reader == NULL);
+    for (int i = 0; i < g->n_layers; i++)
+        CHECK_MSG(!ct_cpu_relu_grad_in_reader(&g->layers[i]), "[%s] folds its relu", g->layers[i].cfg->name);
+}
+
 int main(void)
 {
     ct_net *net = NULL;
@@ -237,6 +267,7 @@ int main(void)
     CHECK(be->dev->host_memory);  /* the test reads the tensors directly */
     check_parameters(g);
     check_activation_gradients(g);
+    check_readers(g);
     CHECK_MSG(padding_zero(g, ct_f32(&g->params)), "initial parameters have non-zero padding");
 
     /* the plan counts the padding: it equals what binding allocated */

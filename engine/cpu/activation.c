@@ -9,10 +9,19 @@ void ct_cpu_fused_activation_forward(const ct_layer *l, int n, const float *b)
         ct_cpu_bias_activation(l->act, ct_f32(l->z), b, ct_f32(l->y), (size_t)n * l->out.h * l->out.w, l->out.c);
 }
 
+int ct_cpu_relu_grad_in_reader(const ct_layer *l)
+{
+    const ct_layer *r = l->sole_reader;
+    /* batch norm folds its relu into its own passes; the half path stages copies of the tensors */
+    return l->act == CT_ACT_RELU && r && r->type == CT_LAYER_MAXPOOL &&
+           (l->type == CT_LAYER_DENSE || l->type == CT_LAYER_CONV2D || l->type == CT_LAYER_ADD) &&
+           !l->touches_half && !r->touches_half;
+}
+
 // z, y, dy: (n, out) fp32; the result: (n, out), dy itself or the scratch
 const float *ct_cpu_preactivation_grad(ct_backend *be, const ct_layer *l, int n)
 {
-    if (l->act == CT_ACT_LINEAR)
+    if (l->act == CT_ACT_LINEAR || ct_cpu_relu_grad_in_reader(l))
         return ct_f32(l->dy);
     float *scratch = ct_cpu_of(be)->scratch;
     ct_cpu_activation_backward(l->act, ct_f32(l->z), ct_f32(l->y), ct_f32(l->dy), scratch, ct_cpu_out_count(l, n), 0);

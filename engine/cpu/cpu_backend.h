@@ -46,9 +46,14 @@ extern const ct_layer_ops ct_cpu_half_ops;
  * over the output: z += b (b: (out.c) or NULL), y = act(z); nothing when linear without a bias
  * (z is y). */
 void ct_cpu_fused_activation_forward(const ct_layer *l, int n, const float *b);
-/* The gradient at the pre-activation: dy itself for linear, else act'(z) dy in the scratch
- * (written: nothing is cleared first); valid until the next layer's backward. */
+/* The gradient at the pre-activation: dy itself for linear or where the reader applied the
+ * activation's gradient (ct_cpu_relu_grad_in_reader), else act'(z) dy in the scratch (written:
+ * nothing is cleared first); valid until the next layer's backward. */
 const float *ct_cpu_preactivation_grad(ct_backend *be, const ct_layer *l, int n);
+/* 1 when l (dense, conv2d or add, fp32) ends in relu and its sole reader is a max pool, whose
+ * backward then applies relu's gradient as it routes (pool.c): l's dy arrives as the
+ * pre-activation gradient, and l's own relu pass is skipped. Both sides ask this. */
+int ct_cpu_relu_grad_in_reader(const ct_layer *l);
 
 /* fn(ctx) with subnormal floats flushed to zero on the calling thread and its OpenMP team, each
  * thread's mode restored after (denormals.c). */

@@ -66,9 +66,11 @@ void ct_cpu_conv2d_backward(const ct_window_geom *g, const float *x, const float
 /* x: (n, h, w, c); y: (n, oh, ow, c); argmax: (n, oh, ow, c) index of the max within its sample's
  * (h, w, c) volume, for backward. Padding never wins. */
 void ct_cpu_maxpool_forward(const ct_window_geom *g, const float *x, float *y, int32_t *argmax);
-/* dx (n, h, w, c) = (+= with accumulate) dy routed to each window's maximum. */
-void ct_cpu_maxpool_backward(const ct_window_geom *g, const float *dy, const int32_t *argmax, float *dx,
-                             int accumulate);
+/* dx (n, h, w, c) = (+= with accumulate) dy routed to each window's maximum. relu_y: NULL, or the
+ * pool's output y (n, oh, ow, c) when its input is a relu's output: then relu's gradient is applied
+ * as well (dy routed only where the maximum is positive), the result relu's backward would give. */
+void ct_cpu_maxpool_backward(const ct_window_geom *g, const float *dy, const int32_t *argmax, const float *relu_y,
+                             float *dx, int accumulate);
 /* Average over the window's cells inside the input (padding not counted). */
 void ct_cpu_avgpool_forward(const ct_window_geom *g, const float *x, float *y);
 /* dx (n, h, w, c) = (+= with accumulate) dy shared evenly over each window's input cells. */

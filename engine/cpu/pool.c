@@ -79,11 +79,20 @@ static int windows_tile(const ct_window_geom *g)
            g->oh * g->stride == g->h && g->ow * g->stride == g->w;
 }
 
+/* The gradient a window routes to its maximum: dy, or with relu_y (the pool's output over a relu's)
+ * relu's gradient too, dy where that maximum is positive and 0 where it is not: the max of a
+ * relu's outputs is the relu's output at the argmax, so this is what relu's backward would give
+ * that cell, as select(x > 0, dy, 0) (ct_cpu_activation_backward). */
+static inline float routed(const float *relu_y, size_t i, const float *dy)
+{
+    return relu_y ? ct_cpu_select(relu_y[i] > 0.0f, dy[i], 0.0f) : dy[i];
+}
+
 /* Tiling windows: every input cell written once, its window's gradient where it was the maximum and
  * 0 elsewhere, by a select the channel loop vectorises: no clearing pass, no scatter.
- * dy, argmax: (n, oh, ow, c); dx: (n, h, w, c) */
-static void maxpool_backward_tiled(const ct_window_geom *g, const float *dy, const int32_t *argmax, float *dx,
-                                   int accumulate)
+ * dy, argmax, relu_y: (n, oh, ow, c), relu_y may be NULL; dx: (n, h, w, c) */
+static void maxpool_backward_tiled(const ct_window_geom *g, const float *dy, const int32_t *argmax,
+                                   const float *relu_y, float *dx, int accumulate)
 {
     const int c = g->c;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -98,10 +107,13 @@ static void maxpool_backward_tiled(const ct_window_geom *g, const float *dy, con
                     for (int ix = ox * g->stride; ix < (ox + 1) * g->stride; ix++) {
                         const int32_t base = (iy * g->w + ix) * c;
                         float *restrict dxi = dxs + base;
+                        const float *restrict ryo = relu_y ? relu_y + o : NULL;
                         if (accumulate)
-                            for (int ch = 0; ch < c; ch++) dxi[ch] += ct_cpu_select(ao[ch] == base + ch, dyo[ch], 0.0f);
+                            for (int ch = 0; ch < c; ch++)
+                                dxi[ch] += ct_cpu_select(ao[ch] == base + ch, routed(ryo, ch, dyo), 0.0f);
                         else
-                            for (int ch = 0; ch < c; ch++) dxi[ch] = ct_cpu_select(ao[ch] == base + ch, dyo[ch], 0.0f);
+                            for (int ch = 0; ch < c; ch++)
+                                dxi[ch] = ct_cpu_select(ao[ch] == base + ch, routed(ryo, ch, dyo), 0.0f);
                     }
                 }
             }
@@ -109,13 +121,13 @@ static void maxpool_backward_tiled(const ct_window_geom *g, const float *dy, con
     }
 }
 
-// dy, argmax: (n, oh, ow, c); dx: (n, h, w, c) = (+= with accumulate) dy routed to each window's
-// maximum
-void ct_cpu_maxpool_backward(const ct_window_geom *g, const float *dy, const int32_t *argmax, float *dx,
-                             int accumulate)
+// dy, argmax, relu_y (or NULL): (n, oh, ow, c); dx: (n, h, w, c) = (+= with accumulate) dy routed
+// to each window's maximum (where positive, with relu_y)
+void ct_cpu_maxpool_backward(const ct_window_geom *g, const float *dy, const int32_t *argmax,
+                             const float *relu_y, float *dx, int accumulate)
 {
     if (windows_tile(g)) {
-        maxpool_backward_tiled(g, dy, argmax, dx, accumulate);
+        maxpool_backward_tiled(g, dy, argmax, relu_y, dx, accumulate);
         return;
     }
     const size_t per_out = (size_t)g->oh * g->ow * g->c;
@@ -126,11 +138,12 @@ void ct_cpu_maxpool_backward(const ct_window_geom *g, const float *dy, const int
     for (int s = 0; s < g->n; s++) {
         float *dxs = dx + s * sample_size(g);
         const float *dys = dy + s * per_out;
+        const float *rys = relu_y ? relu_y + s * per_out : NULL;
         const int32_t *as = argmax + s * per_out;
         if (!accumulate)
             memset(dxs, 0, sample_size(g) * sizeof(float));
         for (size_t i = 0; i < per_out; i++) {
-            if (as[i] >= 0) dxs[as[i]] += dys[i];
+            if (as[i] >= 0) dxs[as[i]] += routed(rys, i, dys);
         }
     }
 }
@@ -198,13 +211,15 @@ static ct_status maxpool_forward(ct_backend *be, ct_layer *l, int n, int trainin
     return CT_OK;
 }
 
-// dy, aux: (n, oh, ow, c); dx: (n, h, w, c) or NULL, written or added to (l->dx_accumulate)
+// dy, aux, y: (n, oh, ow, c); dx: (n, h, w, c) or NULL, written or added to (l->dx_accumulate)
 static ct_status maxpool_backward(ct_backend *be, ct_layer *l, int n, ct_err *err)
 {
     (void)be; (void)err;
     if (l->dx[0]) {
         ct_window_geom g = ct_layer_window(l, n);
-        ct_cpu_maxpool_backward(&g, ct_f32(l->dy), ct_i32(l->aux), ct_f32(l->dx[0]), l->dx_accumulate[0]);
+        /* over a relu whose gradient is left to this pass, which saves the relu a pass of its own */
+        const float *relu_y = l->src[0] && ct_cpu_relu_grad_in_reader(l->src[0]) ? ct_f32(l->y) : NULL;
+        ct_cpu_maxpool_backward(&g, ct_f32(l->dy), ct_i32(l->aux), relu_y, ct_f32(l->dx[0]), l->dx_accumulate[0]);
     }
     return CT_OK;
 }

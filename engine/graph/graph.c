@@ -105,6 +105,26 @@ static void mark_learning(ct_graph *g)
     }
 }
 
+/* Each layer's producers and sole reader (ct_layer.src, sole_reader). The last layer's output is
+ * the loss's, so it has none. Quadratic in the layers, which number tens. */
+static void mark_readers(ct_graph *g)
+{
+    for (int i = 0; i < g->n_layers; i++) {
+        ct_layer *l = &g->layers[i];
+        for (int k = 0; k < l->n_in; k++)
+            l->src[k] = l->in[k] == CT_INPUT_NODE ? NULL : &g->layers[l->in[k]];
+        int reads = 0;
+        const ct_layer *reader = NULL;
+        for (int j = i + 1; j < g->n_layers; j++)
+            for (int k = 0; k < g->layers[j].n_in; k++)
+                if (g->layers[j].in[k] == i) {
+                    reads++;
+                    reader = &g->layers[j];
+                }
+        l->sole_reader = reads == 1 && i < g->n_layers - 1 ? reader : NULL;
+    }
+}
+
 ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int classes, ct_err *err)
 {
     memset(g, 0, sizeof *g);
@@ -142,6 +162,7 @@ ct_status ct_graph_build(ct_graph *g, const ct_config *cfg, ct_shape input, int 
     }
     assign_dtypes(g);
     mark_learning(g);
+    mark_readers(g);
     return check_output(g, cfg->file, err);
 }
 

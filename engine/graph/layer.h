@@ -41,6 +41,13 @@ typedef struct ct_layer {
     int wants_dx[CT_MAX_INPUTS];     /* backward computes the gradient at input k: its producer
                                       * learns (not the data, not a flatten of it) */
 
+    /* Set by ct_graph_build: producer k's layer (NULL for the data), and the one layer that reads
+     * this one's output, through one input, when exactly one does (NULL when none, several or the
+     * loss do). A backend may fold a layer's activation gradient into its sole reader's backward
+     * (the CPU's max pool applies relu's: ct_cpu_relu_grad_in_reader). */
+    const struct ct_layer *src[CT_MAX_INPUTS];
+    const struct ct_layer *sole_reader;
+
     /* convolution and pooling geometry (kernel, stride, leading pads) */
     int kh, kw, stride, pad_t, pad_l;
 

@@ -256,14 +256,21 @@ def crosscheck(torch, config, folder, path, worst):
         y = outs[name]
         compare("[%s] output" % name, kind, dumped[name + ".y"], nhwc(y.detach()))
         if not learns[name]:
-            if name + ".dy" in dumped:
+            if name + ".dy" in dumped or name + ".dz" in dumped:
                 fail("%s: [%s] has no parameter at or before it, yet a gradient at its output was dumped" % (tag, name))
             continue
-        if name + ".dy" not in dumped:
+        dy = y.grad if y.grad is not None else torch.zeros_like(y)
+        if name + ".dz" in dumped:
+            # a relu read only by a max pool, which applied relu's gradient (y > 0) as it routed
+            if keys.get("activation") != "relu":
+                fail("%s: [%s] dumped a pre-activation gradient, but its activation is not relu" % (tag, name))
+            compare("[%s] gradient at the pre-activation" % name, kind, dumped[name + ".dz"],
+                    nhwc(torch.where(y.detach() > 0, dy, torch.zeros_like(dy))), True)
+        elif name + ".dy" in dumped:
+            compare("[%s] gradient at the output" % name, kind, dumped[name + ".dy"], nhwc(dy), True)
+        else:
             fail("%s: [%s] learns, but no gradient at its output was dumped" % (tag, name))
             continue
-        dy = y.grad if y.grad is not None else torch.zeros_like(y)
-        compare("[%s] gradient at the output" % name, kind, dumped[name + ".dy"], nhwc(dy), True)
         for suffix in ("weight", "bias"):
             key = "%s.%s" % (name, suffix)
             if key in params:

@@ -9,7 +9,10 @@
  *                        batch's mean), eval_logits (n, classes: a forward in evaluation mode after
  *                        the step's), and per layer <layer>.y (its output), <layer>.dy (the loss's
  *                        gradient at that output, where a parameter lies at or before the layer:
- *                        elsewhere backward computes none) and, for dropout, <layer>.mask (1 kept, 0 dropped)
+ *                        elsewhere backward computes none; <layer>.dz instead, the gradient at its
+ *                        pre-activation, for a relu whose only reader, a max pool, applies relu's
+ *                        gradient: ct_cpu_relu_grad_in_reader) and, for dropout, <layer>.mask (1
+ *                        kept, 0 dropped)
  *
  * All three are written by the export's safetensors writer (ct_export_safetensors, whose names and
  * layouts docs/export.md gives, and ct_safetensors_write), so the Python side reads one format and
@@ -206,8 +209,10 @@ static ct_status write_tensors(ct_replica *r, const capture *c, double loss, con
     for (int i = 0; i < g->n_layers; i++) {
         const ct_layer *l = &g->layers[i];
         add_tensor(t, &k, l->cfg->name, "y", c->y[i], n, l->out);
-        if (l->learns)   /* below the first parameters backward computes no gradient */
-            add_tensor(t, &k, l->cfg->name, "dy", c->dy[i], n, l->out);
+        /* below the first parameters backward computes no gradient; where the relu's gradient is
+         * applied by the max pool that reads it, the buffer holds the pre-activation's (dz) */
+        if (l->learns)
+            add_tensor(t, &k, l->cfg->name, ct_cpu_relu_grad_in_reader(l) ? "dz" : "dy", c->dy[i], n, l->out);
         if (c->mask[i])
             add_tensor(t, &k, l->cfg->name, "mask", c->mask[i], n, l->out);
     }
