@@ -102,12 +102,12 @@ static void maxpool_backward_tiled(const ct_window_geom *g, const float *dy, con
             for (int ox = 0; ox < g->ow; ox++) {
                 size_t o = (((size_t)s * g->oh + oy) * g->ow + ox) * c;
                 const float *restrict dyo = dy + o;
+                const float *restrict ryo = relu_y ? relu_y + o : NULL;
                 const int32_t *restrict ao = argmax + o;
                 for (int iy = oy * g->stride; iy < (oy + 1) * g->stride; iy++) {
                     for (int ix = ox * g->stride; ix < (ox + 1) * g->stride; ix++) {
                         const int32_t base = (iy * g->w + ix) * c;
                         float *restrict dxi = dxs + base;
-                        const float *restrict ryo = relu_y ? relu_y + o : NULL;
                         if (accumulate)
                             for (int ch = 0; ch < c; ch++)
                                 dxi[ch] += ct_cpu_select(ao[ch] == base + ch, routed(ryo, ch, dyo), 0.0f);
