@@ -226,7 +226,7 @@ struct ct_backend {
 void ct_backend_add_note(ct_backend *be, const char *text);
 
 /* What a backend takes from [train] when it is created (the registry passes it on; the CPU's
- * backend reads allow_winograd alone). */
+ * backend reads allow_winograd and allow_sparse_backward). */
 typedef struct ct_backend_options {
     int capture;             /* 1: run_step captures and replays (CUDA graphs) */
     int allow_tf32;          /* 1: cuDNN convolutions may use TF32 (PyTorch's default); matrix
@@ -235,6 +235,8 @@ typedef struct ct_backend_options {
                               * fits ([train] deterministic); 0: the fastest */
     int allow_winograd;      /* 1: the CPU's 3x3 stride-1 convolutions may run Winograd's
                               * F(4x4, 3x3) ([train] winograd) */
+    int allow_sparse_backward; /* 1: the CPU's convolutions may run their backward over the
+                              * non-zeros of a mostly-zero output gradient ([train] sparse_backward) */
 } ct_backend_options;
 
 /* The CPU backend on dev (a CPU device), which every build has, with opt (NULL: every option off,

@@ -238,7 +238,8 @@ static ct_status apply_memory(ct_net *net, ct_device *dev)
 static ct_backend_options backend_options(const ct_train_config *t)
 {
     return (ct_backend_options){.capture = t->capture != 0, .allow_tf32 = t->tf32 != 0,
-                                .deterministic = t->deterministic, .allow_winograd = t->winograd != 0};
+                                .deterministic = t->deterministic, .allow_winograd = t->winograd != 0,
+                                .allow_sparse_backward = t->sparse_backward != 0};
 }
 
 /* The ordinals `devices` names among `count` visible GPUs (all: every one), or -1 after failing

@@ -92,6 +92,8 @@ typedef struct ct_train_config {
     int deterministic;       /* 1: cuDNN's deterministic convolution algorithms where one exists */
     int tf32;                /* 1: cuDNN's fp32 convolutions may use TF32 tensor cores (ignored on the CPU) */
     int winograd;            /* 1: the CPU's 3x3 stride-1 convolutions may run Winograd (ignored on GPUs) */
+    int sparse_backward;     /* 1: the CPU's convolutions may run their backward over a mostly-zero
+                              * output gradient's non-zeros alone (ignored on GPUs) */
     uint64_t seed;
     int threads;             /* CPU threads, 0 = all cores */
     long checkpoint_every;   /* also save every N steps (with --checkpoint DIR), 0 = epochs only */

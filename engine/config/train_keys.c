@@ -100,6 +100,8 @@ static const ct_key_spec train_keys[] = {
     {.name = "tf32", .kind = CT_KEY_BOOL, .offset = T(tf32), .def = "on"},
     /* on by default, as tf32: the faster algorithm; off for runs compared to direct fp32 rounding */
     {.name = "winograd", .kind = CT_KEY_BOOL, .offset = T(winograd), .def = "on"},
+    /* on by default, as winograd; off gives the dense kernels' sums, for runs compared with others */
+    {.name = "sparse_backward", .kind = CT_KEY_BOOL, .offset = T(sparse_backward), .def = "on"},
     {.name = "memory", .kind = CT_KEY_CUSTOM, .parse = parse_memory, .def = "grow", .flags = CT_KEY_PER_PROCESS},
     {.name = "seed", .kind = CT_KEY_U64, .offset = T(seed), .def = "42"},
     {.name = "threads", .kind = CT_KEY_INT, .offset = T(threads), .def = "0",

@@ -266,6 +266,7 @@ ct_status ct_cpu_backend_create(ct_backend **out, ct_device *dev, const ct_backe
         f16[h] = ct_f32_from_f16((uint16_t)h);
     st->f16_values = f16;
     st->winograd = opt && opt->allow_winograd;
+    st->sparse_backward = opt && opt->allow_sparse_backward;
     be->ops = &cpu_ops;
     be->dev = dev;
     be->impl = st;

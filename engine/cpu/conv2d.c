@@ -186,6 +186,14 @@ static size_t pass_bytes(ct_backend *be, size_t bytes)
     return bytes < reserved ? bytes : reserved;
 }
 
+/* 1 when the layer's backward may run over its gradient's non-zeros (cpu/conv_sparse.c), as the
+ * plan and each backward ask alike; the gradient's share decides, step by step. */
+static int takes_sparse(ct_backend *be, const ct_layer *l, int n)
+{
+    ct_window_geom g = ct_layer_window(l, n);
+    return ct_cpu_of(be)->sparse_backward && ct_cpu_conv2d_sparse_suits(&g);
+}
+
 // x: (n, h, w, c) fp32; z, y: (n, oh, ow, f)
 static ct_status conv2d_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
 {
@@ -213,6 +221,12 @@ static ct_status conv2d_backward(ct_backend *be, ct_layer *l, int n, ct_err *err
 {
     ct_cpu_state *cs = ct_cpu_of(be);
     const float *dz = ct_cpu_preactivation_grad(be, l, n);
+    if (takes_sparse(be, l, n) && ct_cpu_grad_is_sparse(dz, ct_cpu_out_count(l, n))) {
+        ct_window_geom g = ct_layer_window(l, n);
+        ct_cpu_conv2d_sparse_backward(&g, ct_f32(l->x[0]), ct_f32(l->w), dz, ct_f32(l->dx[0]), ct_f32(l->dw),
+                                      ct_f32(l->db), cs->workspace, l->dx_accumulate[0]);
+        return CT_OK;
+    }
     ct_cpu_dnnl_conv c;
     size_t bytes;
     if (on_dnnl(be, l, n, &c, &bytes)) {
@@ -230,14 +244,16 @@ static ct_status conv2d_backward(ct_backend *be, ct_layer *l, int n, ct_err *err
     return CT_OK;
 }
 
+/* The dense path's bytes, or the sparse backward's where it may run and needs more. */
 static size_t conv2d_workspace_bytes(ct_backend *be, const ct_layer *l, int n)
 {
     ct_cpu_dnnl_conv c;
     size_t bytes;
-    if (on_dnnl(be, l, n, &c, &bytes))
-        return bytes;
     ct_window_geom g = ct_layer_window(l, n);
-    return ct_cpu_conv2d_workspace(&g) * sizeof(float);
+    if (!on_dnnl(be, l, n, &c, &bytes))
+        bytes = ct_cpu_conv2d_workspace(&g) * sizeof(float);
+    size_t sparse = takes_sparse(be, l, n) ? ct_cpu_conv2d_sparse_workspace_bytes(&g) : 0;
+    return sparse > bytes ? sparse : bytes;
 }
 
 const ct_layer_ops ct_cpu_conv2d_ops = {

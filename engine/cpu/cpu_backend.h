@@ -15,6 +15,8 @@ typedef struct ct_cpu_state {
     size_t workspace_bytes;  /* reserved */
     ct_cpu_dnnl *dnnl;       /* oneDNN's engine and primitives; NULL without oneDNN (onednn.h) */
     int winograd;            /* 1: oneDNN may run 3x3 convolutions as Winograd ([train] winograd) */
+    int sparse_backward;     /* 1: a convolution whose output gradient is mostly zeros runs its
+                              * backward over the non-zeros ([train] sparse_backward) */
     float *scratch;          /* (n, largest layer output): gradient before a fused activation */
     ct_step_scalars step;    /* of the step being run */
     ct_scaler scaler;        /* fp16's loss scaler, with loss_scaling on */

@@ -61,6 +61,19 @@ void ct_cpu_conv2d_forward(const ct_window_geom *g, const float *x, const float 
 /* dy: (n, oh, ow, f); dx = (+= with accumulate) ..., dw = ..., db = ... (dx or db may be NULL) */
 void ct_cpu_conv2d_backward(const ct_window_geom *g, const float *x, const float *w, const float *dy,
                             float *dx, float *dw, float *db, float *ws, int accumulate);
+/* 1 when at most a sixteenth of dz's count values are non-zero: the share at which the backward
+ * below beats the dense kernels with room to spare (cpu/conv_sparse.c). */
+int ct_cpu_grad_is_sparse(const float *dz, size_t count);
+/* 1 when g's kernel rows (kw * c floats) hold a whole vector of 16: narrower ones leave the sparse
+ * backward's loops scalar, slower than the dense kernels whatever the share (a first layer's 5x5
+ * over one channel). */
+int ct_cpu_conv2d_sparse_suits(const ct_window_geom *g);
+size_t ct_cpu_conv2d_sparse_workspace_bytes(const ct_window_geom *g);
+/* The same gradients as ct_cpu_conv2d_backward (dy there), from dz's non-zero entries alone: dx
+ * (+= with accumulate), dw and db written, each may be NULL; ws: the bytes above. Sums run in
+ * another order than the dense kernels', the same for any thread count. */
+void ct_cpu_conv2d_sparse_backward(const ct_window_geom *g, const float *x, const float *w, const float *dz,
+                                   float *dx, float *dw, float *db, void *ws, int accumulate);
 
 /* ---- pooling (g->f, the output channels, equals g->c) ---- */
 /* x: (n, h, w, c); y: (n, oh, ow, c); argmax: (n, oh, ow, c) index of the max within its sample's
