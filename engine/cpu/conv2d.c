@@ -194,6 +194,12 @@ static int takes_sparse(ct_backend *be, const ct_layer *l, int n)
     return ct_cpu_of(be)->sparse_backward && ct_cpu_conv2d_sparse_suits(&g);
 }
 
+// dz: (n, oh, ow, f) fp32
+int ct_cpu_conv2d_backward_is_sparse(ct_backend *be, const ct_layer *l, int n, const float *dz)
+{
+    return takes_sparse(be, l, n) && ct_cpu_grad_is_sparse(dz, ct_cpu_out_count(l, n));
+}
+
 // x: (n, h, w, c) fp32; z, y: (n, oh, ow, f)
 static ct_status conv2d_forward(ct_backend *be, ct_layer *l, int n, int training, ct_err *err)
 {
@@ -221,7 +227,7 @@ static ct_status conv2d_backward(ct_backend *be, ct_layer *l, int n, ct_err *err
 {
     ct_cpu_state *cs = ct_cpu_of(be);
     const float *dz = ct_cpu_preactivation_grad(be, l, n);
-    if (takes_sparse(be, l, n) && ct_cpu_grad_is_sparse(dz, ct_cpu_out_count(l, n))) {
+    if (ct_cpu_conv2d_backward_is_sparse(be, l, n, dz)) {
         ct_window_geom g = ct_layer_window(l, n);
         ct_cpu_conv2d_sparse_backward(&g, ct_f32(l->x[0]), ct_f32(l->w), dz, ct_f32(l->dx[0]), ct_f32(l->dw),
                                       ct_f32(l->db), cs->workspace, l->dx_accumulate[0]);

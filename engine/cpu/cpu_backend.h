@@ -41,6 +41,9 @@ CT_LAYER_TYPES(CT_CPU_DECLARE_OPS)
  * "onednn" (its direct kernels) or "winograd" (oneDNN's, in the forward). */
 int ct_cpu_conv2d_on_onednn(ct_backend *be, const ct_layer *l, int n);
 const char *ct_cpu_conv2d_path(ct_backend *be, const ct_layer *l, int n);
+/* 1 when conv2d layer l's backward at batch n runs over the non-zeros of dz, its pre-activation
+ * gradient (n, out) (cpu/conv_sparse.c): what the backward asks, for the tests as well. */
+int ct_cpu_conv2d_backward_is_sparse(ct_backend *be, const ct_layer *l, int n, const float *dz);
 /* Any type: its fp32 ops on fp32 copies of the layer's fp16 / bf16 tensors (half.c). */
 extern const ct_layer_ops ct_cpu_half_ops;
 

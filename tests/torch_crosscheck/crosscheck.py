@@ -4,7 +4,8 @@
 For each network given (dense_chain.ini, conv_geometry.ini and branches.ini beside this script reach
 every layer type: dense, conv2d with padding valid and same at strides 1 and 2, max and average
 pooling windowed and global, batch norm in training mode, dropout with its mask, flatten, add,
-concat, every activation fused and as a layer, the softmax cross-entropy loss), and for each
+concat, every activation fused and as a layer, the softmax cross-entropy loss; sparse_grad.ini, the
+sparse backward of a convolution whose gradient is mostly zeros), and for each
 convolution path the build has (oneDNN, then the im2col + GEMM fallback), dump_step runs one
 training step of the network on the CPU backend on the first 16 Fashion-MNIST training images and
 writes what it read and computed. This script builds the same network in PyTorch from the same
@@ -206,6 +207,11 @@ def nhwc(t):
     return t.permute(0, 2, 3, 1)
 
 
+# The convolutions each network holds whose gradient is sparse enough for the CPU's sparse
+# backward (cpu/conv_sparse.c): it must have run there, or its check would be the dense path's again.
+SPARSE_BACKWARD = {"sparse_grad.ini": {"c_sparse", "c_s2"}}
+
+
 def crosscheck(torch, config, folder, path, worst):
     """Compares one dump with PyTorch; records the largest errors per layer type in worst,
     {kind: [forward, backward]}. Returns the dump's convolution paths."""
@@ -242,12 +248,15 @@ def crosscheck(torch, config, folder, path, worst):
     compare("evaluation logits", "evaluation forward", dumped["eval_logits"].reshape(logits.shape), eval_logits)
     learns, last = {}, None   # a parameter at or before the layer: cutrain computes its gradient
     ran = dict(e.split("=") for e in filter(None, meta.get("conv_paths", "").split(",")))
+    sparse = set(filter(None, meta.get("sparse_backward", "").split(",")))
     for name, keys in layers:
         kind = keys["type"]
         if kind in ("dense", "conv2d", "add", "activation"):
             kind += " " + keys.get("activation", "linear")
         if ran.get(name) == "winograd":
             kind += " (winograd)"   # its error apart from the direct kernels'
+        if name in sparse:
+            kind += " (sparse backward)"
         srcs = [s.strip() for s in keys["inputs"].split(",")] if "inputs" in keys else \
             [keys["input"]] if "input" in keys else [last]
         learns[name] = any(key.startswith(name + ".") for key in params) or \
@@ -279,9 +288,13 @@ def crosscheck(torch, config, folder, path, worst):
             key = "%s.%s" % (name, suffix)
             if key in params:
                 compare("[%s] %s after the step" % (name, suffix), kind, grads[key], net.params[key])
-    print("%s: loss %.6f, convolutions %s" % (tag, float(loss), meta.get("conv_paths") or "none"))
+    print("%s: loss %.6f, convolutions %s, sparse backward %s" % (tag, float(loss), meta.get("conv_paths") or "none",
+                                                                   ",".join(sorted(sparse)) or "none"))
     for what, err in rows:
         print("    %-44s %.2e" % (what, err))
+    want = SPARSE_BACKWARD.get(os.path.basename(config), set())
+    if not want <= sparse:
+        fail("%s: [%s] should have run the sparse backward, and did not" % (tag, ", ".join(sorted(want - sparse))))
     return meta.get("conv_paths", "")
 
 

@@ -186,8 +186,25 @@ static void conv_paths(ct_backend *be, const ct_graph *g, int n, char *text, siz
     }
 }
 
+/* The convolutions whose backward ran over their gradient's non-zeros alone, "c2,c5": those whose
+ * captured gradient is the one their backward read (linear, or relu's applied by its max pool). */
+static void sparse_backwards(ct_backend *be, const capture *c, char *text, size_t size)
+{
+    size_t used = 0;
+    text[0] = '\0';
+    for (int i = 0; i < c->g->n_layers; i++) {
+        const ct_layer *l = &c->g->layers[i];
+        int dz_captured = l->act == CT_ACT_LINEAR || ct_cpu_relu_grad_in_reader(l);
+        if (l->type != CT_LAYER_CONV2D || !c->dy[i] || !dz_captured ||
+            !ct_cpu_conv2d_backward_is_sparse(be, l, c->n, c->dy[i]))
+            continue;
+        int w = snprintf(text + used, size - used, "%s%s", used ? "," : "", l->cfg->name);
+        used += w > 0 && (size_t)w < size - used ? (size_t)w : 0;
+    }
+}
+
 static ct_status write_tensors(ct_replica *r, const capture *c, double loss, const float *eval_logits,
-                               const char *paths, const char *dir, ct_err *err)
+                               const char *paths, const char *sparse, const char *dir, ct_err *err)
 {
     ct_graph *g = &r->graph;
     int n = c->n;
@@ -216,9 +233,9 @@ static ct_status write_tensors(ct_replica *r, const capture *c, double loss, con
         if (c->mask[i])
             add_tensor(t, &k, l->cfg->name, "mask", c->mask[i], n, l->out);
     }
-    const char *meta[] = {"conv_paths", paths};
+    const char *meta[] = {"conv_paths", paths, "sparse_backward", sparse};
     ct_pb out = ct_pb_growing();
-    ct_status st = ct_safetensors_write(t, k, meta, 1, 0, &out, err);
+    ct_status st = ct_safetensors_write(t, k, meta, 2, 0, &out, err);
     st = st == CT_OK ? write_buffer(dir, "tensors.safetensors", &out, err) : st;
     ct_pb_free(&out);
     free(t);
@@ -286,17 +303,18 @@ static ct_status dump(ct_run *run, const char *dir, capture *c, ct_err *err)
         if (!eval_logits)
             st = ct_fail(err, CT_ERR_NOMEM, "out of memory copying the evaluation's logits");
     }
-    char paths[4096];
+    char paths[4096], sparse[4096];
     conv_paths(be, g, n, paths, sizeof paths);
+    sparse_backwards(be, c, sparse, sizeof sparse);
     if (st == CT_OK)
         st = write_weights(run, &before, dir, "params.safetensors", err);
     if (st == CT_OK)
         st = write_weights(run, &after, dir, "grads.safetensors", err);
     if (st == CT_OK)
-        st = write_tensors(r, c, loss / n, eval_logits, paths, dir, err);
+        st = write_tensors(r, c, loss / n, eval_logits, paths, sparse, dir, err);
     if (st == CT_OK)
-        printf("dump_step: %d layers, batch %d, loss %.6f, convolutions %s\n", g->n_layers, n, loss / n,
-               paths[0] ? paths : "none");
+        printf("dump_step: %d layers, batch %d, loss %.6f, convolutions %s, sparse backward %s\n", g->n_layers, n,
+               loss / n, paths[0] ? paths : "none", sparse[0] ? sparse : "none");
     ct_checkpoint_free(&before);
     ct_checkpoint_free(&after);
     free(eval_logits);
