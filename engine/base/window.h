@@ -13,6 +13,15 @@ typedef struct ct_window_geom {
     int oh, ow;              /* output */
 } ct_window_geom;
 
+/* The kernel taps [*k0, *k1) of a window whose first tap is at input index `start` that land inside
+ * an input of length `len`; the rest read padding. */
+static inline void ct_window_taps(int start, int k, int len, int *k0, int *k1)
+{
+    *k0 = start < 0 ? (-start < k ? -start : k) : 0;
+    *k1 = len - start < k ? len - start : k;
+    if (*k1 < *k0) *k1 = *k0;
+}
+
 /* Output size and leading pad of one spatial dimension: same = ceil(in / stride) with the total
  * pad split as TensorFlow does (the extra on the bottom/right), valid = no padding. */
 static inline void ct_window_dim(int in, int k, int stride, int same, int *out, int *pad_before)

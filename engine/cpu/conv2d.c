@@ -9,15 +9,6 @@
 #include "cpu/gemm.h"
 #include "cpu/onednn.h"
 
-/* The kernel taps [*k0, *k1) of an output position whose window starts at input index `start`
- * that land inside an input of length `len`; the rest read padding. */
-static void valid_taps(int start, int k, int len, int *k0, int *k1)
-{
-    *k0 = start < 0 ? (-start < k ? -start : k) : 0;
-    *k1 = len - start < k ? len - start : k;
-    if (*k1 < *k0) *k1 = *k0;
-}
-
 /* A 1x1 stride-1 unpadded conv's cols matrix is the input itself. */
 static int cols_is_input(const ct_window_geom *g)
 {
@@ -45,7 +36,7 @@ static void im2col(const ct_window_geom *g, const float *x, float *cols)
                 float *row = cols + (((size_t)s * g->oh + oy) * g->ow + ox) * kcols;
                 int iy0 = oy * g->stride - g->pad_t, ix0 = ox * g->stride - g->pad_l;
                 int kx0, kx1;
-                valid_taps(ix0, kw, g->w, &kx0, &kx1);
+                ct_window_taps(ix0, kw, g->w, &kx0, &kx1);
                 for (int ky = 0; ky < g->kh; ky++) {
                     float *dst = row + ky * krow;
                     int iy = iy0 + ky;
@@ -76,11 +67,11 @@ static void col2im_add(const ct_window_geom *g, const float *cols, float *dx)
         float *dxs = dx + (size_t)s * g->h * g->w * c;
         for (int oy = 0; oy < g->oh; oy++) {
             int iy0 = oy * g->stride - g->pad_t, ky0, ky1;
-            valid_taps(iy0, g->kh, g->h, &ky0, &ky1);
+            ct_window_taps(iy0, g->kh, g->h, &ky0, &ky1);
             for (int ox = 0; ox < g->ow; ox++) {
                 const float *row = cols + (((size_t)s * g->oh + oy) * g->ow + ox) * kcols;
                 int ix0 = ox * g->stride - g->pad_l, kx0, kx1;
-                valid_taps(ix0, kw, g->w, &kx0, &kx1);
+                ct_window_taps(ix0, kw, g->w, &kx0, &kx1);
                 size_t len = (size_t)(kx1 - kx0) * c;
                 if (len == 0) continue;
                 for (int ky = ky0; ky < ky1; ky++) {

@@ -118,15 +118,6 @@ size_t ct_cpu_conv2d_sparse_workspace_bytes(const ct_window_geom *g)
     return padded + lists + (size_t)g->f * sizeof(int);
 }
 
-/* The kernel taps [*k0, *k1) of a window starting at input index `start` that land inside an
- * input of length `len`. */
-static void taps_inside(int start, int k, int len, int *k0, int *k1)
-{
-    *k0 = start < 0 ? (-start < k ? -start : k) : 0;
-    *k1 = len - start < k ? len - start : k;
-    if (*k1 < *k0) *k1 = *k0;
-}
-
 // x: (n, h, w, c); xp: (n, padded_h, padded_w, c), x inside the zeros of the padding
 static void pad_input(const ct_window_geom *g, const float *x, float *xp)
 {
@@ -196,8 +187,8 @@ static void input_grad(const ct_window_geom *g, const float *w, const float *dz,
             for (int j = 0; j < g->ow; j++) {
                 const float *d = dz + (((size_t)n * g->oh + i) * g->ow + j) * g->f;
                 int top = i * g->stride - g->pad_t, left = j * g->stride - g->pad_l, u0, u1, v0, v1;
-                taps_inside(top, g->kh, g->h, &u0, &u1);
-                taps_inside(left, g->kw, g->w, &v0, &v1);
+                ct_window_taps(top, g->kh, g->h, &u0, &u1);
+                ct_window_taps(left, g->kw, g->w, &v0, &v1);
                 const int len = (v1 - v0) * g->c;
                 for (int f0 = 0; f0 < g->f; f0 += DX_BLOCK) {
                     int f1 = g->f - f0 < DX_BLOCK ? g->f : f0 + DX_BLOCK, cnt = 0;
