@@ -51,6 +51,8 @@ typedef struct ct_image_decode_options {
     int region;         /* JPEG: skip and crop to the region (0: decode the whole image) */
     int dct_scale;      /* JPEG: scale in the DCT (0: always decode at full size) */
     long max_pixels;    /* width x height above this is refused (0: no limit) */
+    int libjpeg_huffman;   /* JPEG: libjpeg-turbo's own Huffman decoder rather than cutrain's (the
+                            * pixels are the same: for tests and measuring) */
 } ct_image_decode_options;
 
 typedef struct ct_image_decoder ct_image_decoder;

@@ -18,6 +18,7 @@
 #include <jpeglib.h>
 
 #include "data/image_internal.h"
+#include "data/jpeg_huffman.h"
 
 typedef struct jpeg_fail_mgr {
     struct jpeg_error_mgr pub;   /* first: libjpeg's err pointer is cast back to this */
@@ -29,6 +30,7 @@ struct ct_jpeg_reader {
     struct jpeg_decompress_struct d;
     jpeg_fail_mgr fail;
     ct_image_buf rows;   /* the decoded rows, output_width x output_components each */
+    ct_jpeg_huffman *huff;
 };
 
 static void on_error_exit(j_common_ptr c)
@@ -76,6 +78,11 @@ ct_status ct_jpeg_reader_new(ct_jpeg_reader **out, ct_err *err)
         return CT_ERR_NOMEM;
     }
     jpeg_create_decompress(&j->d);
+    ct_status st = ct_jpeg_huffman_new(&j->huff, err);
+    if (st != CT_OK) {
+        ct_jpeg_reader_free(j);
+        return st;
+    }
     *out = j;
     return CT_OK;
 }
@@ -86,6 +93,7 @@ void ct_jpeg_reader_free(ct_jpeg_reader *j)
         return;
     jpeg_destroy_decompress(&j->d);
     ct_image_buf_free(&j->rows);
+    ct_jpeg_huffman_free(j->huff);
     free(j);
 }
 
@@ -190,6 +198,8 @@ static ct_status decode(ct_jpeg_reader *j, const uint8_t *bytes, size_t n, const
         cols = (JDIMENSION)(c1 - c0);
         jpeg_crop_scanline(d, &xoff, &cols);   /* widens the left side to an iMCU boundary */
     }
+    if (!opt->libjpeg_huffman && ct_jpeg_huffman_suits(d))
+        ct_jpeg_huffman_install(j->huff, d, xoff);
     int first = opt->region ? y0 : 0, last = opt->region ? y1 : height;
     size_t stride = (size_t)d->output_width * (size_t)d->output_components;
     st = ct_image_buf_grow(&j->rows, (size_t)(last - first) * stride, err);

@@ -27,14 +27,19 @@ typedef struct sample {
     double tol;           /* mean absolute error allowed against orig (0: exact) */
 } sample;
 
-static ct_image_decoder *new_decoder(int region, int dct_scale, long max_pixels)
+static ct_image_decoder *new_decoder_with(int region, int dct_scale, long max_pixels, int libjpeg_huffman)
 {
-    ct_image_decode_options opt = {region, dct_scale, max_pixels};
+    ct_image_decode_options opt = {region, dct_scale, max_pixels, libjpeg_huffman};
     ct_image_decoder *d = NULL;
     ct_err err;
     ct_err_clear(&err);
     CHECK_MSG(ct_image_decoder_new(&d, &opt, &err) == CT_OK, "%s", err.msg);
     return d;
+}
+
+static ct_image_decoder *new_decoder(int region, int dct_scale, long max_pixels)
+{
+    return new_decoder_with(region, dct_scale, max_pixels, 0);
 }
 
 static double mean_abs(const uint8_t *a, const uint8_t *b, size_t n)
@@ -169,6 +174,51 @@ static void check_sample(const sample *s, ct_image_decoder *whole, ct_image_deco
         CHECK(decode(whole, &s->file, r, ow, oh, c, part, &err) == CT_OK);
         CHECK_MSG(memcmp(part, expect, (size_t)ow * oh * c) == 0, "%s: unscaled resize differs", s->name);
     }
+}
+
+/* cutrain's Huffman decoder (data/jpeg_huffman.c) against libjpeg-turbo's own: the same pixels for
+ * random regions at every DCT scale, mirrored or not, and the same verdict on every truncation of
+ * the file (the bytes too, where both decode it). */
+static void check_huffman_parity(const sample *s)
+{
+    if (s->kind != CT_IMAGE_JPEG)
+        return;
+    ct_image_decoder *ours = new_decoder(1, 1, 0), *theirs = new_decoder_with(1, 1, 0, 1);
+    static uint8_t a[W * H * 3], b[W * H * 3];
+    ct_err err;
+    uint64_t seed = 12345;
+    int same = 0, cases = 300;
+    for (int k = 0; k < cases; k++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t u = (uint32_t)(seed >> 32);
+        ct_image_region r;
+        r.w = 1 + (int)(u % W);
+        r.h = 1 + (int)((u >> 8) % H);
+        r.x = (int)((u >> 16) % (unsigned)(W - r.w + 1));
+        r.y = (int)((u >> 20) % (unsigned)(H - r.h + 1));
+        r.flip = (int)(u >> 31);
+        /* outputs from the region's size down to an eighth of it: every DCT scale */
+        int div = 1 << ((u >> 24) & 3), ow = r.w / div > 0 ? r.w / div : 1, oh = r.h / div > 0 ? r.h / div : 1;
+        ct_status sa = decode(ours, &s->file, r, ow, oh, s->orig_c, a, &err);
+        ct_status sb = decode(theirs, &s->file, r, ow, oh, s->orig_c, b, &err);
+        same += sa == CT_OK && sb == CT_OK && memcmp(a, b, (size_t)ow * oh * s->orig_c) == 0;
+    }
+    CHECK_MSG(same == cases, "%s: %d of %d regions decode the same with libjpeg-turbo's Huffman decoder", s->name,
+              same, cases);
+    int agree = 0, tried = 0;
+    ct_image_region all = {0, 0, W, H, 0};
+    for (size_t n = s->file.n / 3; n < s->file.n; n += s->file.n / 23 + 1, tried++) {
+        enc_buf cut = {s->file.p, n, n};
+        ct_status sa = decode(ours, &cut, all, W, H, s->orig_c, a, &err);
+        ct_status sb = decode(theirs, &cut, all, W, H, s->orig_c, b, &err);
+        agree += sa == sb && (sa != CT_OK || memcmp(a, b, (size_t)W * H * s->orig_c) == 0);
+    }
+    CHECK_MSG(agree == tried, "%s: %d of %d truncations agree with libjpeg-turbo's Huffman decoder", s->name, agree,
+              tried);
+    printf("  %s: through both Huffman decoders, %d of %d regions and %d of %d truncations the same\n", s->name, same,
+           cases, agree, tried);
+    ct_image_decoder_free(ours);
+    ct_image_decoder_free(theirs);
 }
 
 static void fail_case(ct_image_decoder *d, const char *what, const uint8_t *p, size_t n, const char *want,
@@ -423,6 +473,7 @@ int main(void)
     ct_image_decoder *whole = new_decoder(0, 0, 0), *fast = new_decoder(1, 1, 0);
     for (size_t i = 0; i < ns; i++) {
         check_sample(&s[i], whole, fast);
+        check_huffman_parity(&s[i]);
     }
     check_failures(&s[0].file, &s[2].file, &s[7].file, &s[11].file);
     ct_image_decoder_free(whole);
