@@ -505,15 +505,15 @@ static ct_status open_set(const ct_data_settings *dc, ct_data_split split, uint6
     int n = 0;
     ct_status st = class_folders(dc, dc->train, &names, &n, err);
     if (st == CT_OK && root != dc->train) {
-        char **tn;
-        int tc;
+        char **tn = NULL;   /* stays NULL when the folder cannot be read */
+        int tc = 0;
         st = class_folders(dc, root, &tn, &tc, err);
         int same = st == CT_OK && tc == n;
         for (int i = 0; same && i < n; i++)
             same = strcmp(tn[i], names[i]) == 0;
         if (st == CT_OK && !same)
             st = names_differ(dc->train, names, n, root, tn, tc, err);
-        if (st == CT_OK || tn)
+        if (tn)
             ct_image_names_free(tn, tc);
     }
     folder_source *s = NULL;
@@ -694,6 +694,7 @@ void ct_dataset_prefetch_hint(const ct_dataset *ds, long index)
 static const char *const bad_image_names[] = {"error", "skip", NULL};
 static const char *const cache_names[] = {"none", "bytes", NULL};
 static const char *const shortcut_names[] = {"all", "region", "dct_scale", "none", NULL};
+static const char *const huffman_names[] = {"cutrain", "libjpeg", NULL};
 static const char *const decode_names[] = {"cpu", "gpu", "auto", NULL};
 
 #define D(f) offsetof(ct_data_settings, f)

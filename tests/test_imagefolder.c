@@ -245,6 +245,10 @@ static void test_index(fixture *fx)
     dc.test = other;
     CHECK(ct_data_load(&dc, 1, &tr2, &te2, &err) == CT_ERR_DATA && ct_contains(err.msg, "(apple)") &&
           ct_contains(err.msg, "(Zebra, apple, mango)"));
+    char missing_test[300];
+    snprintf(missing_test, sizeof missing_test, "%s/missing-test", fx->root);
+    dc.test = missing_test;   /* the training folder is good, the test folder is not there */
+    CHECK(ct_data_load(&dc, 1, &tr2, &te2, &err) == CT_ERR_DATA && ct_contains(err.msg, "missing-test"));
     dc.test = NULL;
     dc.train = other;
     CHECK(ct_data_load(&dc, 1, &tr2, &te2, &err) == CT_ERR_DATA && ct_contains(err.msg, "other/apple") &&
