@@ -44,6 +44,7 @@ typedef struct folder_source {
     ct_image_cache cache;
     long max_pixels;
     ct_decode_shortcuts shortcuts;
+    ct_jpeg_huffman_choice huffman;
     unsigned char *bad;   /* per entry: found bad (on_bad_image = skip); written by workers */
 } folder_source;
 
@@ -119,7 +120,8 @@ static ct_status reader_new(const ct_dataset *ds, void **state, ct_err *err)
     ct_image_decode_options opt = {
         .region = s->shortcuts == CT_DECODE_SHORTCUTS_ALL || s->shortcuts == CT_DECODE_SHORTCUTS_REGION,
         .dct_scale = s->shortcuts == CT_DECODE_SHORTCUTS_ALL || s->shortcuts == CT_DECODE_SHORTCUTS_DCT_SCALE,
-        .max_pixels = s->max_pixels};
+        .max_pixels = s->max_pixels,
+        .libjpeg_huffman = s->huffman == CT_JPEG_HUFFMAN_LIBJPEG};
     ct_status st = ct_image_decoder_new(&r->dec, &opt, err);
     if (st != CT_OK) {
         free(r);
@@ -337,6 +339,7 @@ static ct_status new_source(const ct_data_settings *dc, folder_source **out, ct_
     s->cache = dc->cache;
     s->max_pixels = dc->max_pixels;
     s->shortcuts = dc->decode_shortcuts;
+    s->huffman = dc->jpeg_huffman;
     *out = s;
     return CT_OK;
 }
@@ -724,6 +727,8 @@ static const ct_data_key imagefolder_keys[] = {
      .flags = CT_DATA_KEY_HAS_MIN, .min = 0},
     {.name = "decode_shortcuts", .kind = CT_DATA_KEY_ENUM, .offset = D(decode_shortcuts), .def = "all",
      .names = shortcut_names},
+    {.name = "jpeg_huffman", .kind = CT_DATA_KEY_ENUM, .offset = D(jpeg_huffman), .def = "cutrain",
+     .names = huffman_names},
     {.name = "decode", .kind = CT_DATA_KEY_ENUM, .offset = D(decode), .def = "cpu", .names = decode_names,
      .note = "only JPEG files are decoded on the device"},
     {.name = "gpu_decode_cpu_share", .kind = CT_DATA_KEY_SHARE, .offset = D(gpu_decode_cpu_share), .def = "auto",

@@ -39,6 +39,13 @@ typedef enum ct_decode_shortcuts {
     CT_DECODE_SHORTCUTS_NONE        /* the whole image at full size, then the region taken */
 } ct_decode_shortcuts;
 
+/* [data] jpeg_huffman (format = imagefolder): whose Huffman decoder reads baseline JPEGs; the
+ * pixels are the same (data/jpeg_huffman.h), libjpeg is there to measure against and to fall back on. */
+typedef enum ct_jpeg_huffman_choice {
+    CT_JPEG_HUFFMAN_CUTRAIN,   /* data/jpeg_huffman.c, where the scan suits it */
+    CT_JPEG_HUFFMAN_LIBJPEG    /* libjpeg-turbo's own, always */
+} ct_jpeg_huffman_choice;
+
 /* [data] decode (format = imagefolder): where the JPEGs of the training batches are decoded. */
 typedef enum ct_decode_at {
     CT_DECODE_AT_CPU,        /* the input workers (libjpeg-turbo) */
@@ -90,6 +97,7 @@ typedef struct ct_data_settings {
     ct_image_cache cache;
     long max_pixels;         /* a file of more pixels is refused (0: no limit) */
     ct_decode_shortcuts decode_shortcuts;   /* which of the JPEG decoder's shortcuts run */
+    ct_jpeg_huffman_choice jpeg_huffman;    /* whose Huffman decoder reads baseline JPEGs */
     ct_decode_at decode;     /* decode = cpu | gpu | auto (default cpu) */
     float gpu_decode_cpu_share;   /* with decode on the device: the share of each batch the workers
                                      still decode (0..1), or -1 for auto (measured at prepare) */
