@@ -5,7 +5,8 @@
  * decodes only the region asked for: the rows above it are skipped (jpeg_skip_scanlines), the
  * columns outside it are not decoded (jpeg_crop_scanline), decoding stops below it, and the DCT
  * itself scales by 1/2, 1/4 or 1/8 (scale_denom) as far as the region stays at least the output
- * size. PNG (libpng) has no such shortcuts: rows are decoded in turn, but only the region's columns
+ * size. What no shortcut avoids, the Huffman decoding of every row down to the region's bottom, is
+ * done by cutrain's own decoder in libjpeg-turbo's place (data/jpeg_huffman.h). PNG (libpng) has no such shortcuts: rows are decoded in turn, but only the region's columns
  * are kept, and decoding stops below it. The region is then resized (area-averaged when shrinking,
  * bilinear when enlarging) and mirrored when asked, in one pass, into the caller's buffer.
  *
@@ -46,7 +47,7 @@ typedef struct ct_image_region {
 } ct_image_region;
 
 /* Switches for measuring what the shortcuts save (`cutrain bench --input-only` reports the decode
- * share with each off); both on by default. */
+ * share with each off); both on, and cutrain's Huffman decoder, by default. */
 typedef struct ct_image_decode_options {
     int region;         /* JPEG: skip and crop to the region (0: decode the whole image) */
     int dct_scale;      /* JPEG: scale in the DCT (0: always decode at full size) */

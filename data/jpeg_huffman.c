@@ -34,6 +34,15 @@ struct jpeg_entropy_decoder {
 };
 #endif
 
+/* The start of libjpeg's marker reader (jpegint.h): its restart-marker reader, which checks the
+ * RSTn marker between two intervals and resynchronises after a damaged one. The same in 2.x and
+ * 3.x; only this method is used. */
+struct jpeg_marker_reader {
+    void (*reset_marker_reader)(j_decompress_ptr cinfo);
+    int (*read_markers)(j_decompress_ptr cinfo);
+    jpeg_marker_parser_method read_restart_marker;
+};
+
 /* libjpeg 7's and 8's API (libjpeg-turbo built to emulate them) names the DCT sizes per axis */
 #if JPEG_LIB_VERSION >= 70
 #define SCALED_SIZE(c) ((c)->DCT_h_scaled_size)
@@ -82,6 +91,7 @@ struct ct_jpeg_huffman {
     int nbits, padded;
     /* MCU position, and the columns whose coefficients libjpeg transforms */
     unsigned col, cols, first_col, last_col;
+    unsigned restarts_to_go;   /* MCUs left in this restart interval (with restart markers) */
 };
 
 /* Natural (row-major) order of the k-th coefficient in zigzag order; past 63 (a corrupt run)
@@ -161,6 +171,7 @@ typedef struct bits {
     uint64_t acc;
     int nbits, padded;
     const JOCTET *p, *end;
+    int at_marker;   /* the data has ended at a marker: only zeros follow, never the bytes after it */
 } bits;
 
 /* 8 bytes without a 0xFF among them (where a marker or a stuffed byte could be) */
@@ -177,6 +188,7 @@ static void refill_slow(bits *b, j_decompress_ptr d)
 {
     while (b->nbits <= 56) {
         if (d->unread_marker) {
+            b->at_marker = 1;
             b->padded += 64 - b->nbits;
             b->nbits = 64;
             return;
@@ -222,7 +234,7 @@ static void refill_slow(bits *b, j_decompress_ptr d)
 /* Tops the buffer up to at least 57 bits. */
 static inline void refill(bits *b, j_decompress_ptr d)
 {
-    if (b->end - b->p >= 8) {
+    if (b->end - b->p >= 8 && !b->at_marker) {
         uint64_t w;
         memcpy(&w, b->p, 8);
         if (no_ff(w)) {
@@ -293,7 +305,8 @@ static inline void decode_block(bits *b, const table *dc, const table *ac, int *
             diff = extend(take_bits(b, s), s);
         }
     }
-    *pred += diff;
+    /* wrapping, as libjpeg lets it: a corrupt file's differences can run the sum out of range */
+    *pred = (int)((unsigned)*pred + (unsigned)diff);
     if (block)
         block[0] = (JCOEF)*pred;
 
@@ -345,17 +358,37 @@ static inline void decode_block(bits *b, const table *dc, const table *ac, int *
     }
 }
 
+/* Between two restart intervals: the bits left are the last interval's padding; libjpeg's marker
+ * reader takes the RSTn marker (which the bit reader stopped at, or which comes next), and the DC
+ * predictions start again from zero. */
+static boolean next_interval(j_decompress_ptr d, ct_jpeg_huffman *h)
+{
+    h->acc = 0;
+    h->nbits = h->padded = 0;
+    if (!(*d->marker->read_restart_marker)(d))
+        return FALSE;
+    memset(h->pred, 0, sizeof h->pred);
+    h->restarts_to_go = d->restart_interval;
+    if (d->unread_marker == 0)
+        h->pub.insufficient_data = FALSE;   /* a damaged interval does not spoil the next one */
+    return TRUE;
+}
+
 static boolean decode_mcu(j_decompress_ptr d, JBLOCKROW *mcu)
 {
     ct_jpeg_huffman *h = (ct_jpeg_huffman *)d->entropy;
+    if (d->restart_interval && h->restarts_to_go == 0 && !next_interval(d, h))
+        return FALSE;
     unsigned col = h->col;
     h->col = col + 1 == h->cols ? 0 : col + 1;
+    if (d->restart_interval)
+        h->restarts_to_go--;
     if (h->pub.insufficient_data)
-        return TRUE;   /* as libjpeg: the rest of the scan stays zero (grey) */
+        return TRUE;   /* as libjpeg: the rest of the interval stays zero (grey) */
     int keep = mcu && col >= h->first_col && col <= h->last_col;
 
     bits b = {h->acc, h->nbits, h->padded, d->src->next_input_byte,
-              d->src->next_input_byte + d->src->bytes_in_buffer};
+              d->src->next_input_byte + d->src->bytes_in_buffer, d->unread_marker != 0};
     for (int i = 0; i < h->blocks; i++)
         decode_block(&b, h->dc_of[i], h->ac_of[i], &h->pred[h->comp_of[i]], keep ? mcu[i][0] : NULL, h->ac_used[i],
                      d);
@@ -379,6 +412,7 @@ static void start_pass(j_decompress_ptr d)
     h->acc = 0;
     h->nbits = h->padded = 0;
     h->col = 0;
+    h->restarts_to_go = d->restart_interval;
     h->pub.insufficient_data = FALSE;
 }
 
@@ -397,7 +431,7 @@ void ct_jpeg_huffman_free(ct_jpeg_huffman *h)
 
 int ct_jpeg_huffman_suits(const struct jpeg_decompress_struct *d)
 {
-    if (d->progressive_mode || d->arith_code || d->data_precision != 8 || d->restart_interval != 0)
+    if (d->progressive_mode || d->arith_code || d->data_precision != 8)
         return 0;
     if (d->comps_in_scan != d->num_components || d->blocks_in_MCU > MAX_BLOCKS || d->comps_in_scan > MAX_COMPS_IN_SCAN)
         return 0;

@@ -12,12 +12,15 @@
  * pixels are bit-identical (tests/test_image_decode.c checks it on every case it decodes).
  *
  * It takes only what it can do, and libjpeg-turbo's own decoder does the rest: sequential 8-bit
- * Huffman-coded images in one interleaved scan, without restart markers (ct_jpeg_huffman_suits).
+ * Huffman-coded images in one interleaved scan, with or without restart markers
+ * (ct_jpeg_huffman_suits); progressive and arithmetic-coded files, and baseline files with a scan
+ * per component, go to libjpeg-turbo's.
  *
- * libjpeg's entropy-decoder interface (jpegint.h, two methods and a flag) is internal to the
- * library, but it has not changed since IJG's libjpeg 6b, which libjpeg-turbo's API is; cutrain
- * links libjpeg-turbo statically, so the layout is the one of the version it was built with,
- * checked at compile time (jpeg_huffman.c). */
+ * libjpeg's entropy-decoder interface (jpegint.h: two methods and a flag) and the restart-marker
+ * method of its marker reader are internal to the library, but have not changed since IJG's
+ * libjpeg 6b save for a method 3.0 added (lossless JPEG), which jpeg_huffman.c lays out by
+ * libjpeg-turbo's version; cutrain links libjpeg-turbo statically, so the layout is that of the
+ * version it was built with. */
 #ifndef CT_JPEG_HUFFMAN_H
 #define CT_JPEG_HUFFMAN_H
 #include <stdio.h>   /* jpeglib.h needs FILE */

@@ -468,6 +468,10 @@ int main(void)
         {"png interlaced", enc_png(rgb, W, H, PNG_COLOR_TYPE_RGB, 8, 1, NULL, 0, NULL), CT_IMAGE_PNG, 3, 0, rgb, 3, 0},
         {"png grey interlaced", enc_png(grey, W, H, PNG_COLOR_TYPE_GRAY, 8, 1, NULL, 0, NULL), CT_IMAGE_PNG, 1, 0, grey,
          1, 0},
+        {"jpeg 4:2:0 restart each row", enc_jpeg(rgb, W, H, 3, JCS_RGB, JCS_YCbCr, 4, 95), CT_IMAGE_JPEG, 3, 0, rgb, 3,
+         20.0},
+        {"jpeg 4:4:4 restart every 5 MCUs", enc_jpeg(rgb, W, H, 3, JCS_RGB, JCS_YCbCr, 5, 95), CT_IMAGE_JPEG, 3, 0, rgb,
+         3, 3.0},
     };
     size_t ns = sizeof s / sizeof s[0];
     ct_image_decoder *whole = new_decoder(0, 0, 0), *fast = new_decoder(1, 1, 0);

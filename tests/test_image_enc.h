@@ -47,7 +47,8 @@ static inline void enc_tile(const uint8_t *images, int first, int cols, int rows
                    images + (size_t)(first + t) * 784 + y * 28, 28);
 }
 
-/* kind: 0 baseline 4:4:4, 1 progressive 4:4:4, 2 baseline 4:2:0, 3 progressive 4:2:0; px: (h, w, comps) in in_cs
+/* kind: 0 baseline 4:4:4, 1 progressive 4:4:4, 2 baseline 4:2:0, 3 progressive 4:2:0, 4 baseline
+ * 4:2:0 with a restart marker after each MCU row, 5 baseline 4:4:4 with one every 5 MCUs; px: (h, w, comps) in in_cs
  * (JCS_GRAYSCALE, JCS_RGB, JCS_CMYK); jpeg_cs: the colour space stored (JCS_YCCK for YCCK). */
 static inline enc_buf enc_jpeg(const uint8_t *px, int w, int h, int comps, J_COLOR_SPACE in_cs, J_COLOR_SPACE jpeg_cs,
                         int kind, int quality)
@@ -66,11 +67,15 @@ static inline enc_buf enc_jpeg(const uint8_t *px, int w, int h, int comps, J_COL
     jpeg_set_defaults(&c);
     jpeg_set_colorspace(&c, jpeg_cs);
     jpeg_set_quality(&c, quality, TRUE);
-    if (kind < 2)
+    if (kind < 2 || kind == 5)
         for (int i = 0; i < c.num_components; i++)
             c.comp_info[i].h_samp_factor = c.comp_info[i].v_samp_factor = 1;
     if (kind == 1 || kind == 3)
         jpeg_simple_progression(&c);
+    if (kind == 4)
+        c.restart_in_rows = 1;     /* a restart marker after every MCU row */
+    if (kind == 5)
+        c.restart_interval = 5;    /* ... after every 5 MCUs, across rows */
     jpeg_start_compress(&c, TRUE);
     while (c.next_scanline < c.image_height) {
         JSAMPROW row = (JSAMPROW)(px + (size_t)c.next_scanline * w * comps);

@@ -21,7 +21,9 @@ read; the peers do not count their reads).
 
 --compare runs `cutrain bench --input-only` and the peers in turn (each a fresh process),
 --rounds times for each of --workers, and prints per runner the median and range of images/s and
-images per CPU-second and the ratio cutrain / peer of the medians.
+images per CPU-second and the ratio cutrain / peer of the medians. The runner cutrain-libjpeg in
+--peers is cutrain with libjpeg-turbo's own Huffman decoder ([data] jpeg_huffman = libjpeg): what
+cutrain's decoder saves, measured in the same rotation.
 
 Install (outside the repository; Debian 12, Python 3.11):
     apt-get install python3-pil python3-torchvision      # torchvision runs with /usr/bin/python3
@@ -326,13 +328,15 @@ def compare(a):
             for r in runners:
                 if (r, w) in errors:
                     continue
-                cmd = cutrain_cmd(a, w) if r == "cutrain" else peer_cmd(a, r, w)
+                cmd = cutrain_cmd(a, w) if r == "cutrain" else \
+                    cutrain_cmd(a, w) + ["--set", "data.jpeg_huffman=libjpeg"] if r == "cutrain-libjpeg" else \
+                    peer_cmd(a, r, w)
                 res = run_json(cmd)
                 if "error" in res:
                     errors[(r, w)] = res["error"]
                     print("round %d workers %d %s: failed: %s" % (rnd + 1, w, r, res["error"]), file=sys.stderr)
                     continue
-                if r == "cutrain" and res.get("images_per_cpu_s") is None and res.get("cpu_seconds"):
+                if r.startswith("cutrain") and res.get("images_per_cpu_s") is None and res.get("cpu_seconds"):
                     res["images_per_cpu_s"] = res["batches"] * res["batch"] / res["cpu_seconds"]
                 results[(r, w)].append(res)
                 print("round %d workers %d %-11s %8.1f images/s %8s images/cpu-s" % (
@@ -381,7 +385,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3, help="--compare: rounds (default 3)")
     ap.add_argument("--workers-list", default="1,2", help="--compare: the worker counts (default 1,2)")
-    ap.add_argument("--peers", default=",".join(PEERS), help="--compare: which peers (default all)")
+    ap.add_argument("--peers", default=",".join(PEERS),
+                    help="--compare: which peers (default all; cutrain-libjpeg is cutrain with libjpeg-turbo's "
+                         "Huffman decoder)")
     ap.add_argument("--cutrain", default="build/cutrain", help="--compare: the cutrain command")
     ap.add_argument("--config", default="models/imagefolder_input.ini",
                     help="--compare: the config cutrain opens (data.train, image_size, augment, workers "

@@ -1,9 +1,10 @@
 /* libFuzzer target for the image decoder (data/image_decode.h): arbitrary bytes as a JPEG or PNG
  * file. The header is read, then a region derived from it is decoded twice to a small size: with
- * the region and DCT-scaling shortcuts (JPEG) and without them, by two decoders kept across runs
+ * the region and DCT-scaling shortcuts (JPEG) and without them (both through cutrain's Huffman
+ * decoder, data/jpeg_huffman.c, where the scan suits it), by two decoders kept across runs
  * as a worker keeps its own, so that a failure leaving a decoder in a bad state shows up on the
  * next input. The libraries themselves are not instrumented; what is fuzzed is our use of them
- * (error returns, region arithmetic, buffers, the resampler). */
+ * (error returns, region arithmetic, buffers, the resampler) and our own Huffman decoder. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,7 +20,7 @@ static ct_image_decoder *fast, *whole;
 static void make_decoders(void)
 {
     ct_err err;
-    ct_image_decode_options on = {1, 1, FUZZ_MAX_PIXELS}, off = {0, 0, FUZZ_MAX_PIXELS};
+    ct_image_decode_options on = {1, 1, FUZZ_MAX_PIXELS, 0}, off = {0, 0, FUZZ_MAX_PIXELS, 0};   /* cutrain's Huffman decoder */
     if (ct_image_decoder_new(&fast, &on, &err) != CT_OK || ct_image_decoder_new(&whole, &off, &err) != CT_OK)
         abort();
 }
