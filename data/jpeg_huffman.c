@@ -27,9 +27,8 @@ struct jpeg_entropy_decoder {
 struct jpeg_entropy_decoder {
     void (*start_pass)(j_decompress_ptr cinfo);
     boolean (*decode_mcu)(j_decompress_ptr cinfo, JBLOCKROW *MCU_data);
-    JDIMENSION (*decode_mcus)(j_decompress_ptr cinfo, JDIFFIMAGE diff_buf, JDIMENSION MCU_row_num,
-                              JDIMENSION MCU_col_num, JDIMENSION nMCU);
-    boolean (*process_restart)(j_decompress_ptr cinfo);
+    void *decode_mcus;       /* lossless JPEG's (3.0 on): never set here, only laid out */
+    void *process_restart;
     boolean insufficient_data;
 };
 #endif
