@@ -283,10 +283,48 @@ static int slow_symbol(bits *b, const table *t, entry e, j_decompress_ptr d)
     return 0;
 }
 
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+/* A block's AC coefficients, stored into block when `store`: a constant at each call, so that each
+ * call compiles to a loop of its own, the one that skips storing nothing else.
+ * block: (64,) coefficients in natural order, zeroed by the caller */
+static ALWAYS_INLINE void decode_ac(bits *b, const table *ac, JCOEF *block, int store, j_decompress_ptr d)
+{
+    for (int k = 1; k < 64;) {
+        if (b->nbits < 32)
+            refill(b, d);
+        entry e = ac->fast[b->acc >> (64 - FAST_BITS)];
+        if (e.len & ENTRY_WHOLE) {
+            drop(b, e.len & 31);
+            k += e.sym;   /* end-of-block takes k past 63 */
+            if (store && k <= 63)
+                block[natural[k]] = e.value;
+            k++;
+            continue;
+        }
+        int rs = slow_symbol(b, ac, e, d), r = rs >> 4, s = rs & 15;
+        if (s) {
+            k += r;
+            int bits = take_bits(b, s);
+            if (store)
+                block[natural[k < 79 ? k : 79]] = (JCOEF)extend(bits, s);
+            k++;
+        } else if (r == 15) {
+            k += 16;
+        } else {
+            break;
+        }
+    }
+}
+
 /* One block: the DC difference, then the AC coefficients, into block when it is not NULL.
  * block: (64,) coefficients in natural order, zeroed by the caller */
-static inline void decode_block(bits *b, const table *dc, const table *ac, int *pred, JCOEF *block, int ac_used,
-                                j_decompress_ptr d)
+static ALWAYS_INLINE void decode_block(bits *b, const table *dc, const table *ac, int *pred, JCOEF *block,
+                                       int ac_used, j_decompress_ptr d)
 {
     if (b->nbits < 32)
         refill(b, d);
@@ -308,53 +346,10 @@ static inline void decode_block(bits *b, const table *dc, const table *ac, int *
     *pred = (int)((unsigned)*pred + (unsigned)diff);
     if (block)
         block[0] = (JCOEF)*pred;
-
-    if (block && ac_used) {
-        for (int k = 1; k < 64;) {
-            if (b->nbits < 32)
-                refill(b, d);
-            e = ac->fast[b->acc >> (64 - FAST_BITS)];
-            if (e.len & ENTRY_WHOLE) {
-                drop(b, e.len & 31);
-                k += e.sym;
-                if (k > 63)
-                    break;
-                block[natural[k]] = e.value;
-                k++;
-                continue;
-            }
-            int rs = slow_symbol(b, ac, e, d), r = rs >> 4, s = rs & 15;
-            if (s) {
-                k += r;
-                block[natural[k < 79 ? k : 79]] = (JCOEF)extend(take_bits(b, s), s);
-                k++;
-            } else if (r == 15) {
-                k += 16;
-            } else {
-                break;
-            }
-        }
-    } else {
-        for (int k = 1; k < 64;) {
-            if (b->nbits < 32)
-                refill(b, d);
-            e = ac->fast[b->acc >> (64 - FAST_BITS)];
-            if (e.len & ENTRY_WHOLE) {
-                drop(b, e.len & 31);
-                k += e.sym + 1;
-                continue;
-            }
-            int rs = slow_symbol(b, ac, e, d), r = rs >> 4, s = rs & 15;
-            if (s) {
-                k += r + 1;
-                drop(b, s);
-            } else if (r == 15) {
-                k += 16;
-            } else {
-                break;
-            }
-        }
-    }
+    if (block && ac_used)
+        decode_ac(b, ac, block, 1, d);
+    else
+        decode_ac(b, ac, NULL, 0, d);
 }
 
 /* Between two restart intervals: the bits left are the last interval's padding; libjpeg's marker
