@@ -6,8 +6,9 @@
  * columns outside it are not decoded (jpeg_crop_scanline), decoding stops below it, and the DCT
  * itself scales by 1/2, 1/4 or 1/8 (scale_denom) as far as the region stays at least the output
  * size. What no shortcut avoids, the Huffman decoding of every row down to the region's bottom, is
- * done by cutrain's own decoder in libjpeg-turbo's place (data/jpeg_huffman.h). PNG (libpng) has no such shortcuts: rows are decoded in turn, but only the region's columns
- * are kept, and decoding stops below it. The region is then resized (area-averaged when shrinking,
+ * done by cutrain's own decoder in libjpeg-turbo's place (data/jpeg_huffman.h). PNG (libpng) has
+ * no such shortcuts: rows are decoded in turn, but only the region's columns are kept, and
+ * decoding stops below it. The region is then resized (area-averaged when shrinking,
  * bilinear when enlarging) and mirrored when asked, in one pass, into the caller's buffer.
  *
  * A decoder holds one libjpeg decompressor, one libpng reader's buffers and the scratch rows, and
