@@ -77,7 +77,9 @@ ct_status ct_image_read_info(ct_image_decoder *d, const uint8_t *bytes, size_t n
  * A truncated or corrupt file, or one over max_pixels, fails (CT_ERR_DATA) with the reason; out is
  * then undefined. libjpeg's warnings about corrupt data (it would go on and pad with grey) count
  * as failures, except those that leave the pixels intact (stray bytes between segments, unusual
- * scan parameters); a flaw below the region may go unnoticed, since decoding stops above it.
+ * scan parameters); a flaw below the region may go unnoticed, since decoding stops above it, and
+ * so may one in a restart interval wholly above it (files with restart markers: such intervals are
+ * passed over, not decoded).
  * A region outside the image, or channels other than 1 and 3, is the caller's mistake
  * (CT_ERR_USAGE). */
 ct_status ct_image_decode_region(ct_image_decoder *d, const uint8_t *bytes, size_t n, const ct_image_region *r,

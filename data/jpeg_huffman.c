@@ -91,6 +91,12 @@ struct ct_jpeg_huffman {
     /* MCU position, and the columns whose coefficients libjpeg transforms */
     unsigned col, cols, first_col, last_col;
     unsigned restarts_to_go;   /* MCUs left in this restart interval (with restart markers) */
+    /* With restart markers, rows skipped above the region are not decoded: an interval whose MCUs
+     * libjpeg only asks to discard is passed over to its marker. `fresh`: nothing of the interval
+     * decoded yet; `lazy`: how many of its MCUs were passed over (decoded after all, to carry the DC
+     * predictions, if a later MCU of the same interval is wanted). */
+    int fresh;
+    unsigned lazy;
 };
 
 /* Natural (row-major) order of the k-th coefficient in zigzag order; past 63 (a corrupt run)
@@ -355,8 +361,37 @@ static ALWAYS_INLINE void decode_block(bits *b, const table *dc, const table *ac
 /* Between two restart intervals: the bits left are the last interval's padding; libjpeg's marker
  * reader takes the RSTn marker (which the bit reader stopped at, or which comes next), and the DC
  * predictions start again from zero. */
+/* An interval passed over whole ends at the next marker, where libjpeg's marker reader takes over:
+ * its entropy-coded data holds 0xFF only as FF 00. Not found (a truncated file), the marker reader
+ * meets the end of the data and says so. */
+static void skip_to_marker(j_decompress_ptr d)
+{
+    const JOCTET *p = d->src->next_input_byte, *end = p + d->src->bytes_in_buffer;
+    while (p < end) {
+        const JOCTET *ff = memchr(p, 0xFF, (size_t)(end - p));
+        if (!ff) {
+            p = end;
+            break;
+        }
+        const JOCTET *q = ff + 1;
+        while (q < end && *q == 0xFF)   /* fill bytes before a marker */
+            q++;
+        if (q < end && *q != 0x00) {
+            p = ff;
+            break;
+        }
+        p = q < end ? q + 1 : end;
+    }
+    d->src->next_input_byte = p;
+    d->src->bytes_in_buffer = (size_t)(end - p);
+}
+
 static boolean next_interval(j_decompress_ptr d, ct_jpeg_huffman *h)
 {
+    if (h->lazy)
+        skip_to_marker(d);
+    h->lazy = 0;
+    h->fresh = 1;
     h->acc = 0;
     h->nbits = h->padded = 0;
     if (!(*d->marker->read_restart_marker)(d))
@@ -379,10 +414,18 @@ static boolean decode_mcu(j_decompress_ptr d, JBLOCKROW *mcu)
         h->restarts_to_go--;
     if (h->pub.insufficient_data)
         return TRUE;   /* as libjpeg: the rest of the interval stays zero (grey) */
+    if (!mcu && d->restart_interval && h->fresh) {
+        h->lazy++;   /* discarded, and the interval not started: perhaps it is passed over whole */
+        return TRUE;
+    }
     int keep = mcu && col >= h->first_col && col <= h->last_col;
 
     bits b = {h->acc, h->nbits, h->padded, d->src->next_input_byte,
               d->src->next_input_byte + d->src->bytes_in_buffer, d->unread_marker != 0};
+    for (; h->lazy; h->lazy--)   /* the interval is wanted after all: decode what was passed over */
+        for (int i = 0; i < h->blocks; i++)
+            decode_block(&b, h->dc_of[i], h->ac_of[i], &h->pred[h->comp_of[i]], NULL, 0, d);
+    h->fresh = 0;
     for (int i = 0; i < h->blocks; i++)
         decode_block(&b, h->dc_of[i], h->ac_of[i], &h->pred[h->comp_of[i]], keep ? mcu[i][0] : NULL, h->ac_used[i],
                      d);
@@ -407,6 +450,8 @@ static void start_pass(j_decompress_ptr d)
     h->nbits = h->padded = 0;
     h->col = 0;
     h->restarts_to_go = d->restart_interval;
+    h->fresh = 1;
+    h->lazy = 0;
     h->pub.insufficient_data = FALSE;
 }
 

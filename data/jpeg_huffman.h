@@ -7,7 +7,10 @@
  * at full width. This decoder takes a coefficient's code and its value bits in one table look-up
  * where they fit (libjpeg-turbo looks up the code, then reads the value bits), refills its bit
  * buffer eight bytes at a time where no 0xFF byte is among them, and does not store the
- * coefficients of blocks that libjpeg will not transform (outside the crop's columns). The
+ * coefficients of blocks that libjpeg will not transform (outside the crop's columns). In files
+ * with restart markers, the intervals that lie wholly in the rows skipped above the crop are not
+ * decoded at all: the next marker is found by scanning for it (entropy-coded data holds no marker
+ * bytes), which libjpeg-turbo's decoder, decoding every interval, does not do. The
  * coefficients it hands over are the same as libjpeg-turbo's for every valid stream, so the
  * pixels are bit-identical (tests/test_image_decode.c checks it on every case it decodes).
  *
