@@ -69,8 +69,7 @@ typedef struct table {
     entry fast[1 << FAST_BITS];
     int32_t maxcode[18];    /* the largest code of each length, -1 where none; maxcode[17] ends the search */
     int32_t valoffset[17];  /* symbol index = code + valoffset[length] */
-    uint8_t symbol[256];
-    uint8_t raw[17 + 256];  /* the table as the file gives it (counts, symbols): to tell if it changed */
+    uint8_t raw[17 + 256];  /* the table as the file gives it: counts by length, then the symbols */
     int built;
 } table;
 
@@ -112,16 +111,21 @@ static inline int extend(int bits, int s)
     return bits < (1 << (s - 1)) ? bits - (1 << s) + 1 : bits;
 }
 
-static void build_table(table *t, const JHUFF_TBL *src, int is_dc)
+/* The symbols a file's table holds (at most 256: libjpeg refused larger tables already; the bound
+ * only keeps the copies below in range). */
+static int symbol_count(const JHUFF_TBL *src)
 {
     int count = 0;
     for (int l = 1; l <= 16; l++)
         count += src->bits[l];
-    if (count > 256)
-        count = 256;   /* libjpeg refused such a table already; this only keeps the copy in bounds */
+    return count < 256 ? count : 256;
+}
+
+static void build_table(table *t, const JHUFF_TBL *src, int is_dc)
+{
+    int count = symbol_count(src);
     memcpy(t->raw, src->bits, 17);
     memcpy(t->raw + 17, src->huffval, (size_t)count);
-    memcpy(t->symbol, src->huffval, (size_t)count);
     memset(t->fast, 0, sizeof t->fast);
 
     int code = 0, p = 0;
@@ -133,15 +137,14 @@ static void build_table(table *t, const JHUFF_TBL *src, int is_dc)
                 continue;
             int sym = src->huffval[p];
             int run = is_dc ? 0 : sym >> 4, s = is_dc ? sym : sym & 15;
+            if (!is_dc && s == 0)
+                run = run == 15 ? 15 : RUN_END;   /* ZRL stores a zero 15 places on; else end-of-block */
             int spare = FAST_BITS - l;   /* look-up bits after the code */
             int base = code << spare;
             for (int j = 0; j < 1 << spare; j++) {
                 entry *e = &t->fast[base + j];
-                if (s == 0 || s <= spare) {
-                    int value = s ? extend((j >> (spare - s)) & ((1 << s) - 1), s) : 0;
-                    if (!is_dc && s == 0)
-                        run = run == 15 ? 15 : RUN_END;   /* ZRL stores a zero 15 places on; else EOB */
-                    e->value = (int16_t)value;
+                if (s <= spare) {   /* the value's bits are in the look-up too */
+                    e->value = (int16_t)(s ? extend((j >> (spare - s)) & ((1 << s) - 1), s) : 0);
                     e->len = (uint8_t)(ENTRY_WHOLE | (l + s));
                     e->sym = (uint8_t)run;
                 } else {
@@ -160,13 +163,9 @@ static void build_table(table *t, const JHUFF_TBL *src, int is_dc)
 /* Builds t from src unless it already holds it (most files of a collection share their tables). */
 static void use_table(table *t, const JHUFF_TBL *src, int is_dc)
 {
-    if (t->built) {
-        int count = 0;
-        for (int l = 1; l <= 16; l++)
-            count += src->bits[l];
-        if (count <= 256 && memcmp(t->raw, src->bits, 17) == 0 && memcmp(t->raw + 17, src->huffval, (size_t)count) == 0)
-            return;
-    }
+    if (t->built && memcmp(t->raw, src->bits, 17) == 0 &&
+        memcmp(t->raw + 17, src->huffval, (size_t)symbol_count(src)) == 0)
+        return;
     build_table(t, src, is_dc);
 }
 
@@ -281,7 +280,7 @@ static int slow_symbol(bits *b, const table *t, entry e, j_decompress_ptr d)
             if (l > 16)
                 break;
             drop(b, l);
-            return t->symbol[(code + t->valoffset[l]) & 0xFF];
+            return t->raw[17 + ((code + t->valoffset[l]) & 0xFF)];
         }
     }
     WARNMS(d, JWRN_HUFF_BAD_CODE);   /* as libjpeg: warn, take 16 bits, and go on with a zero */
